@@ -1,0 +1,43 @@
+# One-command tooling. Every target creates the virtual environment it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install run test lint format bench bench-full bench-smoke clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m governed_memory.demo --data-dir ./gmem-data
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+bench: install
+	$(BIN)/python -m bench --preset quick
+
+bench-full: install
+	$(BIN)/python -m bench --preset full
+
+bench-smoke: install
+	$(BIN)/python -m bench --preset smoke --no-docs
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,83 @@
+"""governed-memory: long-term memory for AI agents in which a memory must earn its place.
+
+The library API is :class:`MemoryService`, opened with :func:`open_service`; every call
+takes the acting :class:`Principal`.
+"""
+
+from governed_memory.apikeys import ApiKey, create_api_key
+from governed_memory.core.commands import WriteMemory
+from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.policy import KindPolicy, TtlPolicy
+from governed_memory.core.retrieval import SearchQuery
+from governed_memory.core.values import Kind, Provenance, Scope, Status, Trust
+from governed_memory.crypto import Keyring
+from governed_memory.errors import (
+    AuthenticationError,
+    Conflict,
+    FieldError,
+    GovernedMemoryError,
+    IdempotencyKeyReused,
+    InvalidTransition,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    RateLimited,
+    SelfPromotion,
+    StoreUnavailable,
+    ValidationError,
+    VersionConflict,
+)
+from governed_memory.factory import open_service, open_store
+from governed_memory.service import (
+    AuditEvent,
+    ForgetResult,
+    MemoryService,
+    QuarantinePage,
+    ReplayReport,
+    SearchHit,
+    SearchResult,
+    WriteResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApiKey",
+    "AuditEvent",
+    "AuthenticationError",
+    "Conflict",
+    "FieldError",
+    "ForgetResult",
+    "GovernedMemoryError",
+    "IdempotencyKeyReused",
+    "InvalidTransition",
+    "Keyring",
+    "Kind",
+    "KindPolicy",
+    "MemoryItem",
+    "MemoryService",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "Principal",
+    "Provenance",
+    "QuarantinePage",
+    "RateLimited",
+    "ReplayReport",
+    "Scope",
+    "SearchHit",
+    "SearchQuery",
+    "SearchResult",
+    "SelfPromotion",
+    "Status",
+    "StoreUnavailable",
+    "Trust",
+    "TtlPolicy",
+    "ValidationError",
+    "VersionConflict",
+    "WriteMemory",
+    "WriteResult",
+    "create_api_key",
+    "open_service",
+    "open_store",
+]

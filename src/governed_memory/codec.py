@@ -1,0 +1,361 @@
+"""Events and items ⇄ stored rows: the one place where the storage form is defined.
+
+Every backend and the export format use these functions, so a log written by SQLite reads
+back identically from PostgreSQL or from an export file. Instants are stored as integer
+microseconds since the epoch; sealed blobs travel as base64 inside JSON payloads.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from governed_memory.apikeys import ApiKey
+from governed_memory.core.events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    Event,
+    MemoryExpired,
+    MemoryPromoted,
+    MemoryRejected,
+    MemorySuperseded,
+    MemoryWritten,
+    StoredEvent,
+    SubjectForgotten,
+)
+from governed_memory.core.model import ItemState
+from governed_memory.core.values import (
+    Kind,
+    Provenance,
+    Scope,
+    Status,
+    Trust,
+    from_micros,
+    to_micros,
+)
+
+
+class CodecError(ValueError):
+    """A stored row or an exported line does not decode to a valid event."""
+
+
+def _b64(blob: bytes | None) -> str | None:
+    return None if blob is None else base64.b64encode(blob).decode("ascii")
+
+
+def _unb64(text: object) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise CodecError("a sealed blob must be base64 text")
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """The columns of one row of the events table (position assigned by the store)."""
+
+    event_id: str
+    type: str
+    tenant_id: str
+    memory_id: str | None
+    subject_id: str | None
+    version: int | None
+    occurred_at: int
+    actor: str
+    idempotency_key: str | None
+    schema_version: int
+    payload: str
+
+
+def payload_of(event: Event) -> dict[str, Any]:
+    """The type-specific part of an event, JSON-ready."""
+    if isinstance(event, MemoryWritten):
+        return {
+            "agent_id": event.agent_id,
+            "subject_id": event.subject_id,
+            "purpose": event.purpose,
+            "kind": event.kind.value,
+            "content": _b64(event.content),
+            "content_hash": event.content_hash,
+            "provenance": event.provenance.as_dict(),
+            "trust": event.trust.value,
+            "confidence": event.confidence,
+            "expires_at": to_micros(event.expires_at),
+            "supersedes_id": event.supersedes_id,
+            "status": event.status.value,
+            "tokens": event.tokens,
+        }
+    if isinstance(event, MemoryRejected):
+        return {"reason": _b64(event.reason)}
+    if isinstance(event, MemorySuperseded):
+        return {"superseded_by": event.superseded_by}
+    if isinstance(event, SubjectForgotten):
+        return {"subject_id": event.subject_id}
+    return {}
+
+
+def event_row(event: Event) -> EventRow:
+    """An event as the columns every backend stores."""
+    subject = event.subject_id if isinstance(event, MemoryWritten | SubjectForgotten) else None
+    return EventRow(
+        event_id=event.event_id,
+        type=event.type,
+        tenant_id=event.tenant_id,
+        memory_id=event.memory_id,
+        subject_id=subject,
+        version=event.version,
+        occurred_at=to_micros(event.occurred_at),
+        actor=event.actor,
+        idempotency_key=event.idempotency_key,
+        schema_version=SCHEMA_VERSION,
+        payload=json.dumps(payload_of(event), separators=(",", ":"), sort_keys=True),
+    )
+
+
+def event_from_row(row: EventRow) -> Event:
+    """The event a stored row holds; :class:`CodecError` if it is not a valid event."""
+    if row.schema_version != SCHEMA_VERSION:
+        raise CodecError(f"unknown event schema version {row.schema_version}")
+    try:
+        payload = json.loads(row.payload)
+        common: dict[str, Any] = {
+            "event_id": row.event_id,
+            "tenant_id": row.tenant_id,
+            "occurred_at": from_micros(row.occurred_at),
+            "actor": row.actor,
+            "idempotency_key": row.idempotency_key,
+        }
+        cls = EVENT_TYPES.get(row.type)
+        if cls is None:
+            raise CodecError(f"unknown event type {row.type!r}")
+        if cls is SubjectForgotten:
+            return SubjectForgotten(
+                memory_id=None, version=None, subject_id=payload["subject_id"], **common
+            )
+        if row.memory_id is None or row.version is None:
+            raise CodecError(f"{row.type} without memory id or version")
+        common |= {"memory_id": row.memory_id, "version": row.version}
+        if cls is MemoryWritten:
+            content = _unb64(payload["content"])
+            if content is None:
+                raise CodecError("memory.written without content")
+            return MemoryWritten(
+                agent_id=payload["agent_id"],
+                subject_id=payload["subject_id"],
+                purpose=payload["purpose"],
+                kind=Kind(payload["kind"]),
+                content=content,
+                content_hash=payload["content_hash"],
+                provenance=Provenance(**payload["provenance"]),
+                trust=Trust(payload["trust"]),
+                confidence=float(payload["confidence"]),
+                expires_at=from_micros(payload["expires_at"]),
+                supersedes_id=payload["supersedes_id"],
+                status=Status(payload["status"]),
+                tokens=int(payload["tokens"]),
+                **common,
+            )
+        if cls is MemoryRejected:
+            return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
+        if cls is MemorySuperseded:
+            return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
+        if cls is MemoryPromoted:
+            return MemoryPromoted(**common)
+        return MemoryExpired(**common)
+    except CodecError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise CodecError(f"malformed {row.type} event: {type(error).__name__}") from None
+
+
+def stored_to_json(stored: StoredEvent) -> dict[str, Any]:
+    """One exported event (JSON Lines): every column, content still sealed."""
+    row = event_row(stored.event)
+    return {
+        "position": stored.position,
+        "event_id": row.event_id,
+        "type": row.type,
+        "tenant_id": row.tenant_id,
+        "memory_id": row.memory_id,
+        "subject_id": row.subject_id,
+        "version": row.version,
+        "occurred_at": row.occurred_at,
+        "actor": row.actor,
+        "idempotency_key": row.idempotency_key,
+        "schema_version": row.schema_version,
+        "payload": json.loads(row.payload),
+    }
+
+
+def stored_from_json(data: Mapping[str, Any]) -> StoredEvent:
+    """The inverse of :func:`stored_to_json`."""
+    try:
+        row = EventRow(
+            event_id=data["event_id"],
+            type=data["type"],
+            tenant_id=data["tenant_id"],
+            memory_id=data["memory_id"],
+            subject_id=data["subject_id"],
+            version=data["version"],
+            occurred_at=data["occurred_at"],
+            actor=data["actor"],
+            idempotency_key=data["idempotency_key"],
+            schema_version=data["schema_version"],
+            payload=json.dumps(data["payload"], separators=(",", ":"), sort_keys=True),
+        )
+        position = data["position"]
+    except (KeyError, TypeError) as error:
+        raise CodecError(f"malformed exported event: {type(error).__name__}") from None
+    if not isinstance(position, int) or position < 1:
+        raise CodecError("an exported event needs a positive integer position")
+    return StoredEvent(position, event_from_row(row))
+
+
+ITEM_COLUMNS = (
+    "tenant_id",
+    "id",
+    "agent_id",
+    "subject_id",
+    "purpose",
+    "kind",
+    "content",
+    "content_version",
+    "content_hash",
+    "provenance",
+    "trust",
+    "confidence",
+    "created_at",
+    "updated_at",
+    "expires_at",
+    "version",
+    "status",
+    "supersedes_id",
+    "superseded_by",
+    "written_by",
+    "tokens",
+)
+
+
+def item_row(item: ItemState) -> tuple[Any, ...]:
+    """An item as a row in :data:`ITEM_COLUMNS` order."""
+    return (
+        item.tenant_id,
+        item.id,
+        item.agent_id,
+        item.subject_id,
+        item.purpose,
+        item.kind.value,
+        item.content,
+        item.content_version,
+        item.content_hash,
+        json.dumps(item.provenance.as_dict(), separators=(",", ":"), sort_keys=True),
+        item.trust.value,
+        item.confidence,
+        to_micros(item.created_at),
+        to_micros(item.updated_at),
+        to_micros(item.expires_at),
+        item.version,
+        item.status.value,
+        item.supersedes_id,
+        item.superseded_by,
+        item.written_by,
+        item.tokens,
+    )
+
+
+def item_from_row(row: tuple[Any, ...]) -> ItemState:
+    """The inverse of :func:`item_row`."""
+    (
+        tenant_id,
+        memory_id,
+        agent_id,
+        subject_id,
+        purpose,
+        kind,
+        content,
+        content_version,
+        content_hash,
+        provenance,
+        trust,
+        confidence,
+        created_at,
+        updated_at,
+        expires_at,
+        version,
+        status,
+        supersedes_id,
+        superseded_by,
+        written_by,
+        tokens,
+    ) = row
+    return ItemState(
+        tenant_id=tenant_id,
+        id=memory_id,
+        agent_id=agent_id,
+        subject_id=subject_id,
+        purpose=purpose,
+        kind=Kind(kind),
+        content=None if content is None else bytes(content),
+        content_version=content_version,
+        content_hash=content_hash,
+        provenance=Provenance(**json.loads(provenance)),
+        trust=Trust(trust),
+        confidence=confidence,
+        created_at=from_micros(created_at),
+        updated_at=from_micros(updated_at),
+        expires_at=from_micros(expires_at),
+        version=version,
+        status=Status(status),
+        supersedes_id=supersedes_id,
+        superseded_by=superseded_by,
+        written_by=written_by,
+        tokens=tokens,
+    )
+
+
+API_KEY_COLUMNS = (
+    "key_id",
+    "tenant_id",
+    "name",
+    "agents",
+    "scopes",
+    "max_trust",
+    "secret_hash",
+    "created_at",
+    "revoked_at",
+)
+
+
+def api_key_row(key: ApiKey) -> tuple[Any, ...]:
+    """An API key as a row in :data:`API_KEY_COLUMNS` order (agents ``NULL`` means ``*``)."""
+    return (
+        key.key_id,
+        key.tenant_id,
+        key.name,
+        None if key.agents is None else json.dumps(sorted(key.agents)),
+        json.dumps(sorted(scope.value for scope in key.scopes)),
+        key.max_trust.value,
+        key.secret_hash,
+        to_micros(key.created_at),
+        None if key.revoked_at is None else to_micros(key.revoked_at),
+    )
+
+
+def api_key_from_row(row: tuple[Any, ...]) -> ApiKey:
+    """The inverse of :func:`api_key_row`."""
+    key_id, tenant_id, name, agents, scopes, max_trust, secret_hash, created_at, revoked_at = row
+    return ApiKey(
+        key_id=key_id,
+        tenant_id=tenant_id,
+        agents=None if agents is None else frozenset(json.loads(agents)),
+        scopes=frozenset(Scope(scope) for scope in json.loads(scopes)),
+        max_trust=Trust(max_trust),
+        secret_hash=secret_hash,
+        created_at=from_micros(created_at),
+        name=name,
+        revoked_at=None if revoked_at is None else from_micros(revoked_at),
+    )

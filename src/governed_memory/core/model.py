@@ -1,0 +1,155 @@
+"""The item as the projection keeps it, the item as callers see it, and the principal.
+
+``ItemState`` is what the log folds into: its content is the sealed (encrypted) blob and
+nothing else. ``MemoryItem`` is the public shape of SPEC §3, with plaintext content, built
+by the service only after it has decrypted the blob with the subject's key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from governed_memory.core.values import (
+    TRUST_RANK,
+    Kind,
+    Provenance,
+    Scope,
+    Status,
+    Trust,
+    rfc3339,
+)
+
+SEARCHABLE = Status.ACTIVE
+LIVE_STATUSES = frozenset({Status.QUARANTINED, Status.ACTIVE})
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who acts: one tenant, the agents it may act for, its scopes and its trust ceiling.
+
+    ``agents`` is ``None`` when the credential may act for every agent of its tenant.
+    ``admin`` grants key administration only; it implies no memory scope.
+    """
+
+    tenant_id: str
+    principal_id: str
+    scopes: frozenset[Scope]
+    max_trust: Trust = Trust.UNTRUSTED
+    agents: frozenset[str] | None = None
+
+    def has(self, scope: Scope) -> bool:
+        """Whether the credential carries ``scope``."""
+        return scope in self.scopes
+
+    def may_act_for(self, agent: str) -> bool:
+        """Whether the credential may act for ``agent``."""
+        return self.agents is None or agent in self.agents
+
+    def may_claim(self, trust: Trust) -> bool:
+        """Whether a write by this principal may claim ``trust``."""
+        return TRUST_RANK[trust] <= TRUST_RANK[self.max_trust]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemState:
+    """One memory as the projection stores it (content sealed, never plaintext)."""
+
+    tenant_id: str
+    id: str
+    agent_id: str
+    subject_id: str
+    purpose: str
+    kind: Kind
+    content: bytes | None
+    content_version: int
+    content_hash: str
+    provenance: Provenance
+    trust: Trust
+    confidence: float
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    version: int
+    status: Status
+    supersedes_id: str | None
+    superseded_by: str | None
+    written_by: str
+    tokens: int
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The item's identity: unique per tenant."""
+        return (self.tenant_id, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """A memory as SPEC §3 shows it to callers: plaintext content, ``None`` once deleted."""
+
+    id: str
+    tenant_id: str
+    agent_id: str
+    subject_id: str
+    purpose: str
+    kind: Kind
+    content: str | None
+    content_hash: str
+    provenance: Provenance
+    trust: Trust
+    confidence: float
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    version: int
+    status: Status
+    supersedes_id: str | None
+    superseded_by: str | None
+
+    @classmethod
+    def from_state(cls, state: ItemState, content: str | None) -> MemoryItem:
+        """The public view of ``state`` with its decrypted ``content``."""
+        return cls(
+            id=state.id,
+            tenant_id=state.tenant_id,
+            agent_id=state.agent_id,
+            subject_id=state.subject_id,
+            purpose=state.purpose,
+            kind=state.kind,
+            content=content,
+            content_hash=state.content_hash,
+            provenance=state.provenance,
+            trust=state.trust,
+            confidence=state.confidence,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+            expires_at=state.expires_at,
+            version=state.version,
+            status=state.status,
+            supersedes_id=state.supersedes_id,
+            superseded_by=state.superseded_by,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by the HTTP API, the CLI and exports of results."""
+        return {
+            "id": self.id,
+            "tenant_id": self.tenant_id,
+            "agent_id": self.agent_id,
+            "subject_id": self.subject_id,
+            "purpose": self.purpose,
+            "kind": self.kind.value,
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "provenance": self.provenance.as_dict(),
+            "trust": self.trust.value,
+            "confidence": self.confidence,
+            "created_at": rfc3339(self.created_at),
+            "updated_at": rfc3339(self.updated_at),
+            "expires_at": rfc3339(self.expires_at),
+            "version": self.version,
+            "status": self.status.value,
+            "supersedes_id": self.supersedes_id,
+            "superseded_by": self.superseded_by,
+        }

@@ -1,0 +1,149 @@
+"""Retrieval after the hard filters: explainable ranking and the token budget (SPEC §6).
+
+The store has already applied every hard filter (tenant, agent, purpose, active, not
+expired, subject, kinds) in its query; what reaches this module are the survivors that
+share at least one term with the query. Ranking is BM25 over the scope, plus confidence,
+plus recency, and every part is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from governed_memory.core.values import Kind
+
+K1 = 1.2
+B = 0.75
+CONFIDENCE_WEIGHT = 1.0
+RECENCY_WEIGHT = 0.5
+RECENCY_HALF_LIFE_DAYS = 30.0
+MAX_QUERY_TERMS = 32
+MAX_TERM_CHARS = 64
+
+_WORD = re.compile(r"\w+")
+
+
+def terms(text: str) -> Counter[str]:
+    """The searchable terms of a text: NFKC case-folded words, at most 64 characters each."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return Counter(w for w in _WORD.findall(folded) if len(w) <= MAX_TERM_CHARS)
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in order of first appearance, at most 32."""
+    return list(dict.fromkeys(terms(text)))[:MAX_QUERY_TERMS]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A validated search within one (tenant, agent, purpose) scope."""
+
+    agent_id: str
+    purpose: str
+    query: str
+    subject_id: str | None = None
+    kinds: frozenset[Kind] | None = None
+    limit: int = 10
+    token_budget: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A survivor of the hard filters with what ranking needs to know about it."""
+
+    memory_id: str
+    term_frequencies: Mapping[int, int]
+    length: int
+    confidence: float
+    updated_at: datetime
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeStatistics:
+    """Corpus statistics of one scope (its searchable items), for BM25."""
+
+    documents: int
+    total_length: int
+    document_frequency: Mapping[int, int]
+
+    @property
+    def average_length(self) -> float:
+        return self.total_length / self.documents if self.documents else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A candidate with its score and the parts that make it up."""
+
+    candidate: Candidate
+    score: float
+    parts: Mapping[str, float]
+
+
+def idf(documents: int, frequency: int) -> float:
+    """BM25's inverse document frequency, never negative."""
+    return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+
+def recency(updated_at: datetime, now: datetime) -> float:
+    """1 for an item changed now, 1/2 after one half-life, tending to 0 with age."""
+    age_days = max((now - updated_at).total_seconds(), 0.0) / 86_400
+    return 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+
+
+def rank(
+    candidates: Iterable[Candidate],
+    stats: ScopeStatistics,
+    query: Sequence[int],
+    now: datetime,
+) -> list[Ranked]:
+    """Every candidate scored and ordered best first; ties broken by id for determinism."""
+    weights = {t: idf(stats.documents, stats.document_frequency.get(t, 0)) for t in query}
+    average = stats.average_length
+    ranked = []
+    for c in candidates:
+        norm = K1 * (1.0 - B + B * c.length / average)
+        lexical = 0.0
+        for term, weight in weights.items():
+            tf = c.term_frequencies.get(term, 0)
+            if tf:
+                lexical += weight * tf * (K1 + 1.0) / (tf + norm)
+        parts = {
+            "lexical": lexical,
+            "confidence": CONFIDENCE_WEIGHT * c.confidence,
+            "recency": RECENCY_WEIGHT * recency(c.updated_at, now),
+        }
+        ranked.append(Ranked(c, parts["lexical"] + parts["confidence"] + parts["recency"], parts))
+    ranked.sort(key=lambda r: (-r.score, r.candidate.memory_id))
+    return ranked
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """What fits in the token budget, and how many better-ranked items did not."""
+
+    chosen: list[Ranked]
+    used_tokens: int
+    skipped: int
+
+
+def fit_budget(ranked: Iterable[Ranked], limit: int, budget: int) -> Fitted:
+    """Walk the ranking; skip (and count) what does not fit; stop at ``limit`` items."""
+    chosen: list[Ranked] = []
+    used = skipped = 0
+    for item in ranked:
+        if len(chosen) >= limit:
+            break
+        if used + item.candidate.tokens > budget:
+            skipped += 1
+            continue
+        chosen.append(item)
+        used += item.candidate.tokens
+    return Fitted(chosen, used, skipped)

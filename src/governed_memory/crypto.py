@@ -1,0 +1,195 @@
+"""Subject keys, sealed content and keyed hashes: the machinery of crypto-shredding (SPEC §7).
+
+- Each (tenant, subject) has a random 256-bit data key, stored only wrapped (AES-256-GCM)
+  under the master key, with tenant, subject and key id as associated data.
+- Content is sealed with AES-256-GCM under the subject key; the associated data binds the
+  ciphertext to its tenant, memory id and the version that wrote it, so a blob moved to
+  another item or version fails authentication instead of decrypting.
+- ``content_hash`` is HMAC-SHA-256 under a key derived from the subject key: once the key
+  is destroyed, the hash can no longer be linked to any guess of the content.
+- Search terms are stored as 64-bit keyed hashes under a per-tenant index key derived from
+  the master key, so no plaintext word reaches the database files.
+
+Blob layout: ``0x01 | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from governed_memory.errors import GovernedMemoryError
+
+BLOB_FORMAT = 1
+KEY_ID_BYTES = 16
+NONCE_BYTES = 12
+MASTER_KEY_FILE = "master.key"
+
+
+class CryptoError(GovernedMemoryError):
+    """A blob failed authentication, or a key is missing or malformed."""
+
+    title = "Cryptographic failure"
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectKey:
+    """A subject's data key as stored: wrapped under the master key."""
+
+    tenant_id: str
+    subject_id: str
+    key_id: bytes
+    wrapped: bytes
+
+
+def _hkdf(secret: bytes, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(secret)
+
+
+def _aad(*parts: str) -> bytes:
+    return "\x00".join(parts).encode("utf-8")
+
+
+def parse_master_key(encoded: str) -> bytes:
+    """A master key from its base64 form; it must decode to exactly 32 bytes."""
+    try:
+        raw = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise CryptoError("GMEM_MASTER_KEY is not valid base64") from None
+    if len(raw) != 32:
+        raise CryptoError("GMEM_MASTER_KEY must decode to 32 bytes")
+    return raw
+
+
+def load_or_create_key_file(directory: Path) -> bytes:
+    """The master key kept in ``directory/master.key``, created with mode 0600 if absent."""
+    path = directory / MASTER_KEY_FILE
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return parse_master_key(path.read_text("ascii"))
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return parse_master_key(path.read_text("ascii"))
+
+
+class Keyring:
+    """Everything that needs the master key: wrapping, sealing, hashing."""
+
+    def __init__(self, master_key: bytes) -> None:
+        if len(master_key) != 32:
+            raise CryptoError("the master key must be 32 bytes")
+        self._wrapper = AESGCM(_hkdf(master_key, b"gmem/v1/wrap"))
+        self._index_root = _hkdf(master_key, b"gmem/v1/index")
+        self._index_keys: dict[str, bytes] = {}
+        self._unwrapped: dict[bytes, bytes] = {}
+
+    # -- subject keys ---------------------------------------------------------------------
+
+    def new_subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey:
+        """A fresh random data key for a subject, wrapped for storage."""
+        key_id = secrets.token_bytes(KEY_ID_BYTES)
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        data_key = AESGCM.generate_key(bit_length=256)
+        wrapped = nonce + self._wrapper.encrypt(
+            nonce, data_key, _aad(tenant_id, subject_id, key_id.hex())
+        )
+        return SubjectKey(tenant_id, subject_id, key_id, wrapped)
+
+    def unwrap(self, key: SubjectKey) -> bytes:
+        """The raw data key of a stored subject key (cached by key id)."""
+        cached = self._unwrapped.get(key.key_id)
+        if cached is not None:
+            return cached
+        nonce, body = key.wrapped[:NONCE_BYTES], key.wrapped[NONCE_BYTES:]
+        try:
+            raw = self._wrapper.decrypt(
+                nonce, body, _aad(key.tenant_id, key.subject_id, key.key_id.hex())
+            )
+        except InvalidTag:
+            raise CryptoError("a subject key failed authentication under the master key") from None
+        if len(self._unwrapped) > 4096:
+            self._unwrapped.clear()
+        self._unwrapped[key.key_id] = raw
+        return raw
+
+    def forget_cached(self, key_id: bytes) -> None:
+        """Drop a destroyed key from the cache so it cannot outlive its row."""
+        self._unwrapped.pop(key_id, None)
+
+    # -- content --------------------------------------------------------------------------
+
+    def seal(
+        self,
+        key: SubjectKey,
+        memory_id: str,
+        version: int,
+        plaintext: str,
+        purpose: str = "content",
+    ) -> bytes:
+        """Encrypt ``plaintext`` for (tenant, memory id, version) under the subject key."""
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        aad = _aad(key.tenant_id, memory_id, str(version), purpose)
+        body = AESGCM(self.unwrap(key)).encrypt(nonce, plaintext.encode("utf-8"), aad)
+        return bytes([BLOB_FORMAT]) + key.key_id + nonce + body
+
+    def open(
+        self,
+        key: SubjectKey,
+        memory_id: str,
+        version: int,
+        blob: bytes,
+        purpose: str = "content",
+    ) -> str:
+        """Decrypt a sealed blob; tampering or a wrong key raises :class:`CryptoError`."""
+        if len(blob) < 1 + KEY_ID_BYTES + NONCE_BYTES + 16 or blob[0] != BLOB_FORMAT:
+            raise CryptoError(f"memory {memory_id!r}: sealed content is malformed")
+        key_id = blob[1 : 1 + KEY_ID_BYTES]
+        if not hmac.compare_digest(key_id, key.key_id):
+            raise CryptoError(f"memory {memory_id!r}: sealed under a key that no longer exists")
+        nonce = blob[1 + KEY_ID_BYTES : 1 + KEY_ID_BYTES + NONCE_BYTES]
+        body = blob[1 + KEY_ID_BYTES + NONCE_BYTES :]
+        aad = _aad(key.tenant_id, memory_id, str(version), purpose)
+        try:
+            return AESGCM(self.unwrap(key)).decrypt(nonce, body, aad).decode("utf-8")
+        except InvalidTag:
+            raise CryptoError(
+                f"memory {memory_id!r}: sealed content failed authentication"
+            ) from None
+
+    @staticmethod
+    def key_id_of(blob: bytes) -> bytes:
+        """The id of the subject key a blob was sealed with."""
+        return blob[1 : 1 + KEY_ID_BYTES]
+
+    def content_hash(self, key: SubjectKey, content: str) -> str:
+        """HMAC-SHA-256 of the NFC content under a key derived from the subject key."""
+        hash_key = _hkdf(self.unwrap(key), b"gmem/v1/content-hash")
+        return hmac.new(hash_key, content.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    # -- search terms ---------------------------------------------------------------------
+
+    def term_ids(self, tenant_id: str, words: list[str]) -> list[int]:
+        """Signed 64-bit keyed hashes of search terms, under the tenant's index key."""
+        key = self._index_keys.get(tenant_id)
+        if key is None:
+            key = _hkdf(self._index_root, b"tenant\x00" + tenant_id.encode("utf-8"))
+            self._index_keys[tenant_id] = key
+        return [
+            int.from_bytes(hmac.digest(key, w.encode("utf-8"), "sha256")[:8], "big", signed=True)
+            for w in words
+        ]

@@ -1,0 +1,72 @@
+"""Open a store and a service from a data directory or a database URL.
+
+The one place that chooses a backend: ``postgresql://…`` selects PostgreSQL,
+``sqlite:///path`` an explicit SQLite file, and nothing the embedded SQLite store in the
+data directory. The master key comes from the caller (``GMEM_MASTER_KEY``) or from the key
+file in the data directory, created with mode 0600 on first use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from governed_memory.core.policy import TtlPolicy
+from governed_memory.crypto import Keyring, load_or_create_key_file, parse_master_key
+from governed_memory.errors import ValidationError
+from governed_memory.ports import Clock, Store
+from governed_memory.service import MemoryService
+from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
+
+DEFAULT_DATA_DIR = Path("./gmem-data")
+
+
+def open_store(
+    *,
+    data_dir: str | Path = DEFAULT_DATA_DIR,
+    database_url: str | None = None,
+    synchronous: Synchronous = "FULL",
+    **options: Any,
+) -> Store:
+    """The store a URL names, or the embedded SQLite store in ``data_dir``."""
+    if database_url is None:
+        return SQLiteStore(Path(data_dir) / DATABASE_FILE, synchronous=synchronous)
+    if database_url.startswith(("postgresql://", "postgres://")):
+        from governed_memory.store.postgres import PostgresStore
+
+        return PostgresStore(database_url, **options)
+    if database_url.startswith("sqlite:///"):
+        path = database_url.removeprefix("sqlite:///")
+        if not path:
+            raise ValidationError.field("database_url", "sqlite:/// needs a file path")
+        return SQLiteStore(Path(path), synchronous=synchronous)
+    raise ValidationError.field(
+        "database_url", "must start with postgresql://, postgres:// or sqlite:///"
+    )
+
+
+def open_keyring(
+    *, data_dir: str | Path = DEFAULT_DATA_DIR, master_key: str | None = None
+) -> Keyring:
+    """The keyring of ``master_key`` (base64), else of the data directory's key file."""
+    if master_key:
+        return Keyring(parse_master_key(master_key))
+    return Keyring(load_or_create_key_file(Path(data_dir)))
+
+
+def open_service(
+    *,
+    data_dir: str | Path = DEFAULT_DATA_DIR,
+    database_url: str | None = None,
+    master_key: str | None = None,
+    synchronous: Synchronous = "FULL",
+    policy: TtlPolicy | None = None,
+    clock: Clock | None = None,
+    **options: Any,
+) -> MemoryService:
+    """A ready service: store opened and migrated, keyring loaded."""
+    keyring = open_keyring(data_dir=data_dir, master_key=master_key)
+    store = open_store(
+        data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
+    )
+    return MemoryService(store, keyring, policy=policy, clock=clock)

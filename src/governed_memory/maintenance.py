@@ -1,0 +1,127 @@
+"""Whole-store operations: rebuild the projection from the log, export and import the log.
+
+The export format is JSON Lines: one ``{"record": "subject_key", ...}`` line per live
+subject key (still wrapped under the master key) followed by one ``{"record": "event",
+...}`` line per event in position order (content still sealed). Importing into an empty
+store with the same master key, then rebuilding, reproduces the projection exactly; that
+is how a store moves from SQLite to PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from governed_memory.codec import CodecError, stored_from_json, stored_to_json
+from governed_memory.core.events import StoredEvent
+from governed_memory.core.model import ItemState
+from governed_memory.core.projection import replay
+from governed_memory.core.values import Status, subject_id, tenant_id
+from governed_memory.crypto import CryptoError, SubjectKey
+from governed_memory.errors import ValidationError
+from governed_memory.ports import ItemChange
+from governed_memory.service import MemoryService
+
+IMPORT_CHUNK = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import added."""
+
+    events: int
+    subject_keys: int
+    items: int
+
+
+def rebuild_projection(service: MemoryService) -> int:
+    """Replace every tenant's projection and postings with the fold of its log."""
+    total = 0
+    for tenant in service.store.tenants():
+        items = replay(stored.event for stored in service.store.tenant_events(tenant))
+        changes = [_change(service, item) for _, item in sorted(items.items())]
+        service.store.rebuild(tenant, changes)
+        total += len(changes)
+    return total
+
+
+def _change(service: MemoryService, item: ItemState) -> ItemChange:
+    if item.status is not Status.ACTIVE:
+        return ItemChange(item, 0, None)
+    content = service.decrypt(item)
+    index = None if content is None else service.index_doc(item.tenant_id, content)
+    return ItemChange(item, 0, index)
+
+
+def export_log(service: MemoryService) -> Iterator[dict[str, Any]]:
+    """Every live subject key, then every event, as JSON-ready records."""
+    for key in service.store.subject_keys():
+        yield {
+            "record": "subject_key",
+            "tenant_id": key.tenant_id,
+            "subject_id": key.subject_id,
+            "key_id": base64.b64encode(key.key_id).decode("ascii"),
+            "wrapped": base64.b64encode(key.wrapped).decode("ascii"),
+        }
+    after = 0
+    while True:
+        page = service.store.events_after(None, after, IMPORT_CHUNK)
+        for stored in page:
+            yield {"record": "event"} | stored_to_json(stored)
+        if len(page) < IMPORT_CHUNK:
+            return
+        after = page[-1].position
+
+
+def _subject_key(data: dict[str, Any]) -> SubjectKey:
+    try:
+        return SubjectKey(
+            tenant_id(data["tenant_id"]),
+            subject_id(data["subject_id"]),
+            base64.b64decode(data["key_id"], validate=True),
+            base64.b64decode(data["wrapped"], validate=True),
+        )
+    except (KeyError, TypeError, binascii.Error) as error:
+        raise ValidationError(f"malformed subject key record: {type(error).__name__}") from None
+
+
+def import_log(service: MemoryService, lines: Iterable[str]) -> ImportReport:
+    """Load an export into a store whose log is empty, then rebuild the projection."""
+    if service.store.head() != 0:
+        raise ValidationError("import needs an empty store: its log already has events")
+    keys = events = 0
+    chunk: list[StoredEvent] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise TypeError
+            record = data.pop("record")
+            if record == "subject_key":
+                key = _subject_key(data)
+                service.keyring.unwrap(key)  # refuses keys wrapped under another master key
+                service.store.add_subject_key(key)
+                keys += 1
+            elif record == "event":
+                chunk.append(stored_from_json(data))
+            else:
+                raise TypeError
+        except (ValueError, TypeError, KeyError, CodecError, CryptoError) as error:
+            detail = error.detail if isinstance(error, CryptoError) else type(error).__name__
+            raise ValidationError(
+                f"line {number} is not a valid export record ({detail})"
+            ) from None
+        if len(chunk) >= IMPORT_CHUNK:
+            service.store.import_events(chunk)
+            events += len(chunk)
+            chunk = []
+    if chunk:
+        service.store.import_events(chunk)
+        events += len(chunk)
+    return ImportReport(events, keys, rebuild_projection(service))

@@ -1,0 +1,87 @@
+"""Fakes for tests: a clock that moves only when told, principals, write bodies."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from governed_memory.core.model import Principal
+from governed_memory.core.values import Scope, Trust
+
+START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock that stands still until a test advances it."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, **delta: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(**delta)
+            return self._now
+
+
+def principal(
+    tenant: str = "acme",
+    name: str = "writer",
+    *,
+    scopes: set[Scope] | frozenset[Scope] | None = None,
+    trust: Trust = Trust.TRUSTED,
+    agents: set[str] | None = None,
+) -> Principal:
+    """A principal with every memory scope unless told otherwise."""
+    return Principal(
+        tenant_id=tenant,
+        principal_id=name,
+        scopes=frozenset(scopes if scopes is not None else set(Scope)),
+        max_trust=trust,
+        agents=None if agents is None else frozenset(agents),
+    )
+
+
+def agent_key(tenant: str = "acme", agent: str = "support-bot") -> Principal:
+    """An agent's credential: write and read, untrusted, bound to one agent."""
+    return principal(
+        tenant,
+        f"agent:{agent}",
+        scopes={Scope.MEMORY_WRITE, Scope.MEMORY_READ},
+        trust=Trust.UNTRUSTED,
+        agents={agent},
+    )
+
+
+def reviewer(tenant: str = "acme", name: str = "reviewer") -> Principal:
+    """A reviewer's credential: review and read."""
+    return principal(tenant, name, scopes={Scope.MEMORY_REVIEW, Scope.MEMORY_READ})
+
+
+def body(**overrides: Any) -> dict[str, Any]:
+    """A valid write body (trusted fact about customer-1 for support-bot), with overrides."""
+    data: dict[str, Any] = {
+        "agent_id": "support-bot",
+        "subject_id": "customer-1",
+        "purpose": "support",
+        "kind": "fact",
+        "content": "The customer prefers email over phone calls.",
+        "provenance": {"source": "crm", "ref": "ticket-1"},
+        "trust": "trusted",
+        "confidence": 0.9,
+        "expected_version": 0,
+    }
+    data.update(overrides)
+    return data
+
+
+def query(text: str = "email", **overrides: Any) -> dict[str, Any]:
+    """A valid search body for support-bot/support, with overrides."""
+    data: dict[str, Any] = {"agent_id": "support-bot", "purpose": "support", "query": text}
+    data.update(overrides)
+    return data
