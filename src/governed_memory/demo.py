@@ -62,13 +62,17 @@ def walkthrough(service: MemoryService, say: Callable[[str], None] = print) -> N
     say(f"2. untrusted write    -> {untrusted.id} is {untrusted.status.value}")
     say(f"3. search             -> {len(service.search(agent, search).items)} result(s)")
     promoted = service.promote(reviewer, untrusted.id, untrusted.version)
-    say(f"4. promote            -> {promoted.id} is {promoted.status.value}, {promoted.trust.value}")
+    say(
+        f"4. promote            -> {promoted.id} is {promoted.status.value}, {promoted.trust.value}"
+    )
     say(f"5. search             -> {len(service.search(agent, search).items)} result(s)")
     forgotten = service.forget_subject(operator, subject)
     say(f"6. forget subject     -> {forgotten.affected} item(s) deleted, key destroyed")
     say(f"7. search             -> {len(service.search(agent, search).items)} result(s)")
     report = service.verify_replay()
-    say(f"8. replay --verify    -> {'clean' if report.ok else 'DIFFERENCES'} ({report.events} events)")
+    say(
+        f"8. replay --verify    -> {'clean' if report.ok else 'DIFFERENCES'} ({report.events} events)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -219,6 +219,7 @@ class MemoryService:
         tokenizer: Tokenizer | None = None,
         policy: TtlPolicy | None = None,
         new_id: Callable[[], str] = _new_id,
+        listeners: Sequence[Callable[[Sequence[Event]], None]] = (),
     ) -> None:
         self.store = store
         self.keyring = keyring
@@ -226,6 +227,7 @@ class MemoryService:
         self.tokenizer = tokenizer or default_tokenizer()
         self.policy = policy or TtlPolicy()
         self._new_id = new_id
+        self.listeners: list[Callable[[Sequence[Event]], None]] = list(listeners)
 
     def _context(
         self, principal: Principal, key: str | None, now: datetime | None = None
@@ -725,8 +727,13 @@ class MemoryService:
     def _idempotency_key(key: str | None) -> str | None:
         return None if key is None else idempotency_key(key)
 
-    @staticmethod
-    def _log(events: Sequence[Event]) -> None:
+    def _log(self, events: Sequence[Event]) -> None:
+        """Tell the log and every listener (metrics) what committed; never any content."""
+        for listener in self.listeners:
+            try:
+                listener(events)
+            except Exception:  # noqa: BLE001 - an observer must not fail a committed write
+                log.exception("an event listener failed")
         for event in events:
             log.info(
                 "event committed",
