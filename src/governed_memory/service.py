@@ -732,7 +732,7 @@ class MemoryService:
         for listener in self.listeners:
             try:
                 listener(events)
-            except Exception:  # noqa: BLE001 - an observer must not fail a committed write
+            except Exception:
                 log.exception("an event listener failed")
         for event in events:
             log.info(
