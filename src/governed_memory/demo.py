@@ -70,9 +70,8 @@ def walkthrough(service: MemoryService, say: Callable[[str], None] = print) -> N
     say(f"6. forget subject     -> {forgotten.affected} item(s) deleted, key destroyed")
     say(f"7. search             -> {len(service.search(agent, search).items)} result(s)")
     report = service.verify_replay()
-    say(
-        f"8. replay --verify    -> {'clean' if report.ok else 'DIFFERENCES'} ({report.events} events)"
-    )
+    verdict = "clean" if report.ok else "DIFFERENCES"
+    say(f"8. replay --verify    -> {verdict} ({report.events} events)")
 
 
 def main(argv: list[str] | None = None) -> int:
