@@ -1,0 +1,98 @@
+"""Forgetting a subject (SPEC §7): one event, every item deleted, the key destroyed."""
+
+from __future__ import annotations
+
+from governed_memory.core.values import Scope, Status
+from governed_memory.service import MemoryService
+from tests.support.fakes import body, principal, query
+
+WRITER = principal()
+
+
+def test_forget_deletes_every_memory_of_the_subject(service: MemoryService) -> None:
+    """Every item of the subject, whatever its status, is deleted and loses its content."""
+    service.write(WRITER, body(id="a", content="Likes email."))
+    service.write(WRITER, body(id="b", content="Likes quarantine email.", trust="untrusted"))
+    service.write(WRITER, body(id="c", content="Corrected email.", supersedes_id="a"))
+    service.write(WRITER, body(id="other", subject_id="customer-2", content="Other email."))
+
+    result = service.forget_subject(WRITER, "customer-1")
+
+    assert result.affected == 3
+    assert result.position == service.store.head()
+    for memory_id in ("a", "b", "c"):
+        item = service.get(WRITER, memory_id)
+        assert item.status is Status.DELETED
+        assert item.content is None
+    assert [h.item.id for h in service.search(WRITER, query("email")).items] == ["other"]
+    assert service.get(WRITER, "other").content == "Other email."
+    forgets = [e for e in service.events_after(WRITER) if e.type == "subject.forgotten"]
+    assert len(forgets) == 1
+    assert forgets[0].subject_id == "customer-1"
+
+
+def test_forget_is_idempotent(service: MemoryService) -> None:
+    """Forgetting again changes nothing and reports 0 affected."""
+    service.write(WRITER, body(id="a"))
+    service.forget_subject(WRITER, "customer-1")
+    head = service.store.head()
+
+    again = service.forget_subject(WRITER, "customer-1")
+
+    assert again.affected == 0
+    assert service.store.head() == head
+
+
+def test_forget_of_an_unknown_subject_affects_nothing(service: MemoryService) -> None:
+    """A subject never written about is forgotten trivially, without an event."""
+    assert service.forget_subject(WRITER, "nobody").affected == 0
+    assert service.store.head() == 0
+
+
+def test_forget_is_scoped_to_the_tenant(service: MemoryService) -> None:
+    """Another tenant's subject with the same id keeps its memories and its key."""
+    other = principal("globex")
+    service.write(WRITER, body(id="a"))
+    service.write(other, body(id="a"))
+
+    service.forget_subject(WRITER, "customer-1")
+
+    assert service.get(other, "a").content == "The customer prefers email over phone calls."
+    assert service.store.subject_key("globex", "customer-1") is not None
+    assert service.store.subject_key("acme", "customer-1") is None
+
+
+def test_forget_ignores_the_agents_a_key_is_bound_to(service: MemoryService) -> None:
+    """Erasure is subject-wide: the subject's key is shared by every agent of the tenant."""
+    service.write(WRITER, body(id="a", agent_id="support-bot"))
+    service.write(WRITER, body(id="b", agent_id="sales-bot"))
+    dpo = principal(name="dpo", scopes={Scope.SUBJECT_FORGET}, agents={"support-bot"})
+    assert service.forget_subject(dpo, "customer-1").affected == 2
+
+
+def test_a_later_write_about_the_subject_gets_a_fresh_key(service: MemoryService) -> None:
+    """After forget, new memories are readable under a new key; old ciphertext stays dead."""
+    service.write(WRITER, body(id="a"))
+    old_key = service.store.subject_key("acme", "customer-1")
+    service.forget_subject(WRITER, "customer-1")
+
+    service.write(WRITER, body(id="b", content="New fact after forget."))
+
+    new_key = service.store.subject_key("acme", "customer-1")
+    assert old_key is not None
+    assert new_key is not None
+    assert new_key.key_id != old_key.key_id
+    assert service.get(WRITER, "b").content == "New fact after forget."
+    assert service.get(WRITER, "a").content is None
+
+
+def test_deleted_items_cannot_be_rewritten_or_reviewed(service: MemoryService) -> None:
+    """Deleted is terminal."""
+    service.write(WRITER, body(id="a", trust="untrusted"))
+    service.forget_subject(WRITER, "customer-1")
+    item = service.get(WRITER, "a")
+    assert item.version == 2
+    assert [e.type for e in service.history(WRITER, "a")] == [
+        "memory.written",
+        "subject.forgotten",
+    ]
