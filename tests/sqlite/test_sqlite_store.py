@@ -1,0 +1,217 @@
+"""What the embedded SQLite store promises beyond the contract: files, plans, durability."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from governed_memory.core.values import to_micros
+from governed_memory.factory import open_service
+from governed_memory.ports import SearchRequest
+from governed_memory.service import MemoryService
+from governed_memory.store.sqlite import SQLiteStore
+from tests.support.fakes import FakeClock, body, principal, query
+
+WRITER = principal()
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    """Every file in the data directory, as bytes."""
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "gmem-data"
+
+
+@pytest.fixture
+def embedded(data_dir: Path) -> Iterator[MemoryService]:
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    yield service
+    service.store.close()
+
+
+def test_the_store_opens_with_wal_durable_commits_and_secure_delete(data_dir: Path) -> None:
+    """WAL, synchronous=FULL by default, and secure_delete are set on every connection."""
+    store = SQLiteStore.in_directory(data_dir)
+    conn = store._reader()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    store.close()
+
+
+def test_normal_synchronous_is_an_explicit_choice(data_dir: Path) -> None:
+    """The durability trade-off is configurable, never silent."""
+    store = SQLiteStore.in_directory(data_dir, synchronous="NORMAL")
+    assert store._reader().execute("PRAGMA synchronous").fetchone()[0] == 1
+    store.close()
+
+
+def test_the_event_log_refuses_update_and_delete(embedded: MemoryService, data_dir: Path) -> None:
+    """Triggers make the log append-only at the database level."""
+    embedded.write(WRITER, body(id="m1"))
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE events SET actor = 'mallory'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("DELETE FROM events")
+    conn.close()
+
+
+def test_migrations_are_recorded_and_applied_once(data_dir: Path) -> None:
+    """Reopening a store applies nothing twice."""
+    first = SQLiteStore.in_directory(data_dir)
+    version = first.schema_version()
+    first.close()
+    second = SQLiteStore.in_directory(data_dir)
+    assert second.migrate() == []
+    assert second.schema_version() == version >= 2
+    second.close()
+
+
+def test_reopening_the_store_restores_the_state(data_dir: Path) -> None:
+    """Everything acknowledged is there after a restart, and replays clean."""
+    clock = FakeClock()
+    service = open_service(data_dir=data_dir, clock=clock)
+    service.write(WRITER, body(id="a"))
+    service.write(WRITER, body(id="q", trust="untrusted"))
+    service.store.close()
+
+    reopened = open_service(data_dir=data_dir, clock=clock)
+    assert reopened.get(WRITER, "a").content == "The customer prefers email over phone calls."
+    assert reopened.get(WRITER, "q").status.value == "quarantined"
+    assert [h.item.id for h in reopened.search(WRITER, query("email")).items] == ["a"]
+    assert reopened.verify_replay().ok
+    reopened.store.close()
+
+
+def test_the_master_key_file_is_private(embedded: MemoryService, data_dir: Path) -> None:
+    """The key file is created with mode 0600."""
+    mode = stat.S_IMODE(os.stat(data_dir / "master.key").st_mode)
+    assert mode == 0o600
+
+
+def test_content_never_reaches_the_files_in_plaintext(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """Content is sealed and terms are hashed, so no file holds a content word."""
+    canary = "zqxcanary" + secrets.token_hex(8)
+    embedded.write(WRITER, body(id="m1", content=f"Remember {canary} forever."))
+    assert [h.item.id for h in embedded.search(WRITER, query(canary)).items] == ["m1"]
+    for name, data in files_of(data_dir).items():
+        assert canary.encode() not in data, name
+
+
+def test_after_forget_the_canary_and_the_key_are_gone_from_every_file(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """Forget destroys the subject key and purges the WAL: nothing can decrypt the log."""
+    canary = "zqxcanary" + secrets.token_hex(8)
+    embedded.write(WRITER, body(id="m1", content=f"Remember {canary} forever."))
+    key = embedded.store.subject_key("acme", "customer-1")
+    assert key is not None
+
+    embedded.forget_subject(WRITER, "customer-1")
+
+    files = files_of(data_dir)
+    assert files.get("gmem.sqlite3-wal", b"") == b""  # checkpointed and truncated
+    for name, data in files.items():
+        assert canary.encode() not in data, name
+        assert key.wrapped not in data, name
+        assert key.key_id not in data or name == "gmem.sqlite3", name
+    assert embedded.store.subject_key("acme", "customer-1") is None
+    assert embedded.get(WRITER, "m1").content is None
+
+
+def _candidate_sql(store: SQLiteStore, tenant: str) -> tuple[str, list[object]]:
+    scope = store._query(
+        "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? AND purpose = ?",
+        (tenant, "support-bot", "support"),
+    )[0][0]
+    request = SearchRequest(
+        tenant, "support-bot", "support", [11, 22, 33], FakeClock().now(), "customer-1"
+    )
+    return store.candidate_query(scope, request)
+
+
+def _fill(service: MemoryService, tenants: int, per_tenant: int) -> None:
+    for t in range(tenants):
+        writer = principal(f"tenant-{t}")
+        for n in range(per_tenant):
+            service.write(writer, body(id=f"m{n}", content=f"email note {n} of tenant {t}"))
+
+
+def test_a_scoped_search_uses_the_scope_index_and_never_scans(tmp_path: Path) -> None:
+    """The plan searches postings by (scope, term) and items by rowid: no table scan."""
+    service = open_service(data_dir=tmp_path, synchronous="OFF")
+    _fill(service, tenants=50, per_tenant=10)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    store._writer.execute("ANALYZE")
+    sql, params = _candidate_sql(store, "tenant-7")
+
+    plan = store.explain(sql, params)
+
+    assert not any(step.startswith("SCAN") for step in plan), plan
+    assert "SEARCH p USING PRIMARY KEY (scope=? AND term=?)" in plan, plan
+    assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+    count_plan = store.explain(
+        "SELECT count(*) FROM postings WHERE scope = ? AND term = ?", [1, 11]
+    )
+    assert all("PRIMARY KEY (scope=? AND term=?)" in s for s in count_plan), count_plan
+    scope_plan = store.explain(
+        "SELECT id, documents, total_length FROM scopes "
+        "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?",
+        ["t", "a", "p"],
+    )
+    assert all(s.startswith("SEARCH") for s in scope_plan), scope_plan
+    store.close()
+
+
+def _search_steps(path: Path, service: MemoryService) -> int:
+    """SQLite virtual-machine steps spent by one scoped search of tenant-0's scope."""
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    words = ["email", "note", "tenant"]
+    terms = service.keyring.term_ids("tenant-0", words)
+    scope = store._query("SELECT id FROM scopes WHERE tenant_id = 'tenant-0'")[0][0]
+    request = SearchRequest("tenant-0", "support-bot", "support", terms, service.clock.now(), None)
+    sql, params = store.candidate_query(scope, request)
+    conn = sqlite3.connect(path)
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(count, 1)
+    rows = conn.execute(sql, [p if not hasattr(p, "tzinfo") else to_micros(p) for p in params])
+    assert len(rows.fetchall()) == 3 * 10
+    conn.close()
+    return steps
+
+
+def test_a_scoped_search_costs_the_same_however_many_other_tenants_exist(
+    tmp_path: Path,
+) -> None:
+    """Growing other tenants' data 20-fold does not change the work of a scoped search."""
+    small = open_service(data_dir=tmp_path / "small", synchronous="OFF")
+    _fill(small, tenants=5, per_tenant=10)
+    large = open_service(data_dir=tmp_path / "large", synchronous="OFF")
+    _fill(large, tenants=100, per_tenant=10)
+
+    small_steps = _search_steps(tmp_path / "small" / "gmem.sqlite3", small)
+    large_steps = _search_steps(tmp_path / "large" / "gmem.sqlite3", large)
+
+    assert small_steps == large_steps
+    small.store.close()
+    large.store.close()
