@@ -1,0 +1,144 @@
+"""Typed settings from ``GMEM_*`` environment variables, validated once at start-up (SPEC §9).
+
+Precedence, highest first: values given by the caller (the CLI's flags), the environment,
+an optional settings file (``GMEM_CONFIG_FILE`` or ``--config``, ``KEY=value`` lines), the
+defaults. An invalid setting raises :class:`ConfigError`, whose one-line message names the
+variable and the rule it breaks, never the value (it may be a secret).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from governed_memory.core.policy import DEFAULT_TTLS, TtlPolicy
+from governed_memory.core.values import Kind
+from governed_memory.crypto import CryptoError, parse_master_key
+from governed_memory.errors import GovernedMemoryError, ValidationError
+
+PREFIX = "GMEM_"
+CONFIG_FILE_VARIABLE = "GMEM_CONFIG_FILE"
+
+
+class ConfigError(GovernedMemoryError):
+    """A setting is invalid; the service must not start."""
+
+    title = "Invalid configuration"
+
+
+class Settings(BaseSettings):
+    """Every setting of the service, with the defaults of SPEC §9."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX,
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        validate_default=True,
+    )
+
+    data_dir: Path = Path("./gmem-data")
+    database_url: str | None = None
+    master_key: SecretStr | None = None
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8080, ge=1, le=65_535)
+    rate_limit_requests: int = Field(600, ge=1)
+    rate_limit_window_seconds: int = Field(60, ge=1)
+    max_body_bytes: int = Field(65_536, ge=1)
+    expiry_interval_seconds: float = Field(60.0, gt=0)
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    metrics_enabled: bool = True
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    ttl_fact_default_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][0], ge=1)
+    ttl_fact_max_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][1], ge=1)
+    ttl_preference_default_seconds: int = Field(DEFAULT_TTLS[Kind.PREFERENCE][0], ge=1)
+    ttl_preference_max_seconds: int = Field(DEFAULT_TTLS[Kind.PREFERENCE][1], ge=1)
+    ttl_skill_default_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][0], ge=1)
+    ttl_skill_max_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][1], ge=1)
+    ttl_working_note_default_seconds: int = Field(DEFAULT_TTLS[Kind.WORKING_NOTE][0], ge=1)
+    ttl_working_note_max_seconds: int = Field(DEFAULT_TTLS[Kind.WORKING_NOTE][1], ge=1)
+
+    def ttl_policy(self) -> TtlPolicy:
+        """The per-kind TTL policy these settings describe."""
+        return TtlPolicy.from_seconds(
+            {
+                kind: (
+                    getattr(self, f"ttl_{kind.value}_default_seconds"),
+                    getattr(self, f"ttl_{kind.value}_max_seconds"),
+                )
+                for kind in Kind
+            }
+        )
+
+    def master_key_value(self) -> str | None:
+        """The base64 master key, if one is configured."""
+        return None if self.master_key is None else self.master_key.get_secret_value()
+
+
+def variable(field: str) -> str:
+    """The environment variable of a settings field."""
+    return PREFIX + field.upper()
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from overrides, environment and file, checked as a whole; or ConfigError."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    unknown = set(given) - set(Settings.model_fields)
+    if unknown:
+        raise ConfigError(f"unknown setting {variable(sorted(unknown)[0])}")
+    config_file = config_file or os.environ.get(CONFIG_FILE_VARIABLE) or None
+    if config_file is not None and not Path(config_file).is_file():
+        raise ConfigError(f"{CONFIG_FILE_VARIABLE}: no such file")
+    try:
+        settings = Settings(_env_file=config_file, **given)  # type: ignore[call-arg]
+    except pydantic.ValidationError as error:
+        raise ConfigError(_first_problem(error)) from None
+    _check(settings)
+    return settings
+
+
+def _first_problem(error: pydantic.ValidationError) -> str:
+    """One line naming the first bad variable and the rule (never the value)."""
+    first = error.errors(include_input=False, include_url=False)[0]
+    field = str(first["loc"][0]) if first["loc"] else "settings"
+    return f"{variable(field)}: {first['msg']}"
+
+
+def _check(settings: Settings) -> None:
+    """Rules across fields and formats pydantic does not know."""
+    for kind in Kind:
+        default = getattr(settings, f"ttl_{kind.value}_default_seconds")
+        maximum = getattr(settings, f"ttl_{kind.value}_max_seconds")
+        if maximum < default:
+            raise ConfigError(
+                f"{variable(f'ttl_{kind.value}_max_seconds')}: must be at least "
+                f"{variable(f'ttl_{kind.value}_default_seconds')} ({default})"
+            )
+    try:
+        settings.ttl_policy()
+    except ValidationError as error:  # pragma: no cover - the loop above covers the rules
+        raise ConfigError(f"TTL policy: {error.detail}") from None
+    key = settings.master_key_value()
+    if key is not None:
+        try:
+            parse_master_key(key)
+        except CryptoError:
+            raise ConfigError(
+                "GMEM_MASTER_KEY: must be base64 that decodes to exactly 32 bytes"
+            ) from None
+    url = settings.database_url
+    if url is not None and not url.startswith(("postgresql://", "postgres://", "sqlite:///")):
+        raise ConfigError(
+            "GMEM_DATABASE_URL: must start with postgresql://, postgres:// or sqlite:///"
+        )
+    if url is not None and url == "sqlite:///":
+        raise ConfigError("GMEM_DATABASE_URL: sqlite:/// needs a file path")
+
+
+__all__ = ["ConfigError", "Settings", "load_settings", "variable"]

@@ -1,0 +1,315 @@
+"""The routes of SPEC §8. Each one parses, calls the service, serializes; nothing else.
+
+Routes are plain ``def`` functions: FastAPI runs them in its thread pool, which suits the
+synchronous stores (SQLite keeps one connection per thread). Scopes, agents, trust and
+tenant visibility are enforced by the service; the principal comes from the API key.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from starlette.responses import JSONResponse, Response
+
+from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.http import schemas as s
+from governed_memory.http.problems import PROBLEM_JSON
+from governed_memory.observability import PROMETHEUS_CONTENT_TYPE, Metrics
+from governed_memory.service import MemoryService
+
+
+def _principal(request: Request) -> Principal:
+    principal: Principal = request.app.state.authenticate(request)
+    return principal
+
+
+def _service(request: Request) -> MemoryService:
+    service: MemoryService = request.app.state.service
+    return service
+
+
+def _metrics(request: Request) -> Metrics | None:
+    metrics: Metrics | None = request.app.state.metrics
+    return metrics
+
+
+Auth = Annotated[Principal, Depends(_principal)]
+Service = Annotated[MemoryService, Depends(_service)]
+MemoryIdPath = Annotated[str, Path(alias="id", pattern=s.ID, description="The memory id.")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[\x21-\x7e]{1,255}$",
+        description="Retries with the same key return the first result (1..255 visible "
+        "ASCII characters).",
+    ),
+]
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        400: "Malformed JSON",
+        401: "Missing, unknown or revoked API key",
+        403: "Scope, agent or trust not allowed; self-review",
+        404: "Unknown item, or another tenant's or agent's",
+        409: "Version conflict (with current_version), not quarantined, idempotency key reuse",
+        413: "Body over the limit",
+        422: "Validation failed; errors lists every bad field",
+        429: "Rate limited; see Retry-After",
+        503: "The store is unreachable",
+    }
+    return {
+        status: {
+            "model": s.Problem,
+            "description": described[status],
+            "content": {PROBLEM_JSON: {}},
+        }
+        for status in statuses
+    }
+
+
+AUTHED = (401, 403, 422, 429)
+WRITE = _problems(400, *AUTHED, 404, 409, 413)
+READ = _problems(*AUTHED, 404)
+
+
+def _item(item: MemoryItem, status: int = 200, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        item.to_dict(), status_code=status, headers={"ETag": f'"{item.version}"', **headers}
+    )
+
+
+router = APIRouter()
+
+
+@router.put(
+    "/v1/memories/{id}",
+    status_code=201,
+    response_model=s.MemoryItemOut,
+    responses={200: {"model": s.MemoryItemOut, "description": "Replaced"}, **WRITE},
+    summary="Create (expected_version 0) or replace a memory",
+    tags=["memories"],
+)
+def put_memory(
+    memory_id: MemoryIdPath,
+    body: s.WriteBody,
+    principal: Auth,
+    service: Service,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    raw = body.model_dump(exclude_none=True) | {"id": memory_id}
+    result = service.write(principal, raw, idempotency_key=idempotency_key)
+    return _item(result.item, 201 if result.created else 200)
+
+
+@router.post(
+    "/v1/memories",
+    status_code=201,
+    response_model=s.MemoryItemOut,
+    responses=WRITE,
+    summary="Create a memory with a server-generated id",
+    tags=["memories"],
+)
+def post_memory(
+    body: s.CreateBody,
+    principal: Auth,
+    service: Service,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    result = service.write(
+        principal, body.model_dump(exclude_none=True), idempotency_key=idempotency_key
+    )
+    item = result.item
+    return _item(item, 201, Location=f"/v1/memories/{item.id}")
+
+
+@router.get(
+    "/v1/memories/{id}",
+    response_model=s.MemoryItemOut,
+    responses=READ,
+    summary="Read a memory (content null once deleted)",
+    tags=["memories"],
+)
+def get_memory(memory_id: MemoryIdPath, principal: Auth, service: Service) -> Response:
+    return _item(service.get(principal, memory_id))
+
+
+@router.get(
+    "/v1/memories/{id}/history",
+    response_model=s.HistoryOut,
+    responses=READ,
+    summary="Every event that changed a memory, without content",
+    tags=["audit"],
+)
+def get_history(memory_id: MemoryIdPath, principal: Auth, service: Service) -> Response:
+    fields = ("position", "type", "version", "occurred_at", "actor")
+    events = [
+        {name: entry[name] for name in fields}
+        for entry in (event.to_dict() for event in service.history(principal, memory_id))
+    ]
+    return JSONResponse({"events": events})
+
+
+@router.post(
+    "/v1/memories/{id}/promote",
+    response_model=s.MemoryItemOut,
+    responses=WRITE,
+    summary="Promote a quarantined memory (active, verified); never your own",
+    tags=["review"],
+)
+def promote(
+    memory_id: MemoryIdPath,
+    body: s.PromoteBody,
+    principal: Auth,
+    service: Service,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    item = service.promote(
+        principal, memory_id, body.expected_version, idempotency_key=idempotency_key
+    )
+    return _item(item)
+
+
+@router.post(
+    "/v1/memories/{id}/reject",
+    response_model=s.MemoryItemOut,
+    responses=WRITE,
+    summary="Reject a quarantined memory",
+    tags=["review"],
+)
+def reject(
+    memory_id: MemoryIdPath,
+    body: s.RejectBody,
+    principal: Auth,
+    service: Service,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    item = service.reject(
+        principal, memory_id, body.expected_version, body.reason, idempotency_key=idempotency_key
+    )
+    return _item(item)
+
+
+@router.get(
+    "/v1/quarantine",
+    response_model=s.QuarantineOut,
+    responses=READ,
+    summary="The review queue, oldest first",
+    tags=["review"],
+)
+def list_quarantine(
+    principal: Auth,
+    service: Service,
+    agent_id: Annotated[str | None, Query(pattern=s.AGENT)] = None,
+    purpose: Annotated[str | None, Query(pattern=s.PURPOSE)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response:
+    page = service.list_quarantine(
+        principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
+    )
+    items = [item.to_dict() for item in page.items]
+    return JSONResponse({"items": items, "next_cursor": page.next_cursor})
+
+
+@router.post(
+    "/v1/search",
+    response_model=s.SearchResultOut,
+    responses=_problems(400, *AUTHED, 413),
+    summary="Search one agent's memories for one purpose (results are data, not orders)",
+    tags=["memories"],
+)
+def search(body: s.SearchBody, principal: Auth, service: Service, request: Request) -> Response:
+    raw = body.model_dump(exclude_none=True)
+    metrics = _metrics(request)
+    if metrics is None:
+        result = service.search(principal, raw)
+    else:
+        result = metrics.timed_search(
+            lambda: service.search(principal, raw), lambda r: len(r.items)
+        )
+    return JSONResponse(result.to_dict())
+
+
+@router.post(
+    "/v1/subjects/{subject_id}/forget",
+    response_model=s.ForgetOut,
+    responses=_problems(*AUTHED, 413),
+    summary="Delete every memory of a subject and destroy its key (crypto-shredding)",
+    tags=["subjects"],
+)
+def forget(
+    subject_id: Annotated[str, Path(pattern=s.AGENT)],
+    principal: Auth,
+    service: Service,
+    request: Request,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    metrics = _metrics(request)
+    if metrics is not None:
+        metrics.forget_calls.inc()
+    result = service.forget_subject(principal, subject_id, idempotency_key=idempotency_key)
+    return JSONResponse(result.to_dict())
+
+
+@router.get(
+    "/v1/events",
+    response_model=s.EventsOut,
+    responses=_problems(*AUTHED),
+    summary="The tenant's content-free audit feed, after a position",
+    tags=["audit"],
+)
+def events(
+    principal: Auth,
+    service: Service,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    page = service.events_after(principal, after, limit)
+    next_after = page[-1].position if page else after
+    return JSONResponse({"events": [e.to_dict() for e in page], "next_after": next_after})
+
+
+OK = {"status": "ok"}
+
+
+@router.get("/health/live", response_model=s.HealthOut, tags=["operations"])
+def live() -> Response:
+    """The process is up."""
+    return JSONResponse(OK)
+
+
+@router.get(
+    "/health/ready", response_model=s.HealthOut, responses=_problems(503), tags=["operations"]
+)
+def ready(service: Service) -> Response:
+    """The store answers; 503 when it does not."""
+    service.store.ping()
+    return JSONResponse(OK)
+
+
+@router.get("/health", response_model=s.HealthOut, responses=_problems(503), tags=["operations"])
+def health(service: Service) -> Response:
+    """Live and ready."""
+    return ready(service)
+
+
+metrics_router = APIRouter()
+
+
+@metrics_router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {PROMETHEUS_CONTENT_TYPE: {}}}},
+    tags=["operations"],
+)
+def metrics(request: Request) -> Response:
+    """Prometheus text format (the route exists only when GMEM_METRICS_ENABLED is true)."""
+    registry = _metrics(request)
+    assert registry is not None
+    return Response(registry.exposition(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+
+__all__ = ["metrics_router", "router"]

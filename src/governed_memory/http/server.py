@@ -1,0 +1,67 @@
+"""Serving the app with uvicorn: in the foreground (``gmem serve``) or in a thread.
+
+``gmem serve`` runs uvicorn in the main thread, so SIGTERM and SIGINT shut it down
+gracefully: it stops accepting connections, lets in-flight requests finish, then the
+app's lifespan stops the expiry worker and closes the store. :func:`running` serves an
+app on a free port in a background thread, for the demo and the tests: real sockets,
+real HTTP, the real app, in one process.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+
+def _config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,  # logging is configured by the caller (JSON lines)
+        access_log=False,  # the app writes its own, content-free access log
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+
+
+def serve(app: FastAPI, host: str, port: int) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+    uvicorn.Server(_config(app, host, port)).run()
+
+
+@contextmanager
+def running(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` on a free port in a thread; yield its base URL; stop it after."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(_config(app, host, port))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="gmem-http", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+        sock.close()
+
+
+__all__ = ["running", "serve"]

@@ -1,0 +1,243 @@
+"""Content-free structured logs and Prometheus metrics (SPEC §9, rule 10 of §2).
+
+Logs are JSON lines. The formatter writes the standard fields (time, level, logger,
+message) and the ``extra`` fields the code passes on purpose: ids, versions, types,
+statuses, durations. It never formats an exception's message, which could quote input;
+it writes the exception's class and the traceback's frames instead.
+
+Metrics live in one :class:`~prometheus_client.CollectorRegistry` per app, so two apps in
+one process (tests) never share counters. Domain counters are fed by
+:meth:`Metrics.observe_events`, registered as a ``MemoryService`` listener: it sees the
+events that committed, and only their types, kinds and statuses become labels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from governed_memory.core.events import (
+    Event,
+    MemoryExpired,
+    MemoryPromoted,
+    MemoryRejected,
+    MemorySuperseded,
+    MemoryWritten,
+)
+from governed_memory.core.values import Status
+from governed_memory.errors import Conflict, IdempotencyKeyReused, VersionConflict
+
+T = TypeVar("T")
+
+ACCESS_LOGGER = "governed_memory.access"
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Attributes every LogRecord has; anything else on a record was passed as ``extra``.
+_STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: standard fields plus the record's ``extra`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in vars(record).items():
+            if name not in _STANDARD_ATTRIBUTES and not name.startswith("_"):
+                entry[name] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            kind, _, tb = record.exc_info
+            entry["error_type"] = kind.__name__
+            # Frames only: the exception's message may quote the input that caused it.
+            entry["traceback"] = "".join(traceback.format_tb(tb))
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record to stderr as JSON; uvicorn's loggers included."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+
+
+class Metrics:
+    """The counters and histograms of SPEC §9, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.writes = Counter(
+            "gmem_writes",
+            "Committed writes, by kind and resulting status.",
+            ["kind", "status"],
+            registry=r,
+        )
+        self.quarantines = Counter(
+            "gmem_quarantines", "Writes that landed in quarantine.", registry=r
+        )
+        self.promotions = Counter("gmem_promotions", "Items promoted by a reviewer.", registry=r)
+        self.rejections = Counter("gmem_rejections", "Items rejected by a reviewer.", registry=r)
+        self.conflicts = Counter(
+            "gmem_conflicts", "Requests refused with 409, by reason.", ["reason"], registry=r
+        )
+        self.expirations = Counter("gmem_expirations", "Items whose TTL ran out.", registry=r)
+        self.supersessions = Counter(
+            "gmem_supersessions", "Items superseded by a correction.", registry=r
+        )
+        self.forget_calls = Counter("gmem_forget_calls", "Calls to forget a subject.", registry=r)
+        self.search_duration = Histogram(
+            "gmem_search_duration_seconds", "Time to answer a search.", registry=r
+        )
+        self.search_items = Histogram(
+            "gmem_search_items_returned",
+            "Items a search returned.",
+            buckets=(0, 1, 2, 5, 10, 20, 50, 100),
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "gmem_http_requests",
+            "HTTP requests, by method, route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "gmem_http_request_duration_seconds",
+            "HTTP request duration, by method, route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+
+    def observe_events(self, events: Sequence[Event]) -> None:
+        """A ``MemoryService`` listener: count what committed (types and enums only)."""
+        for event in events:
+            if isinstance(event, MemoryWritten):
+                self.writes.labels(event.kind.value, event.status.value).inc()
+                if event.status is Status.QUARANTINED:
+                    self.quarantines.inc()
+            elif isinstance(event, MemoryPromoted):
+                self.promotions.inc()
+            elif isinstance(event, MemoryRejected):
+                self.rejections.inc()
+            elif isinstance(event, MemoryExpired):
+                self.expirations.inc()
+            elif isinstance(event, MemorySuperseded):
+                self.supersessions.inc()
+
+    def observe_conflict(self, error: Conflict) -> None:
+        """Count a 409 by the class of conflict."""
+        if isinstance(error, VersionConflict):
+            reason = "version"
+        elif isinstance(error, IdempotencyKeyReused):
+            reason = "idempotency_key"
+        else:
+            reason = "transition"
+        self.conflicts.labels(reason).inc()
+
+    def timed_search(self, search: Callable[[], T], count: Callable[[T], int]) -> T:
+        """Run a search, recording its duration and how many items it returned."""
+        started = time.perf_counter()
+        result = search()
+        self.search_duration.observe(time.perf_counter() - started)
+        self.search_items.observe(count(result))
+        return result
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one HTTP request; ``route`` is a template, never a concrete path."""
+        labels = (method, route, str(status))
+        self.http_requests.labels(*labels).inc()
+        self.http_duration.labels(*labels).observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)
+
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED_ROUTE = "unmatched"
+
+access_log = logging.getLogger(ACCESS_LOGGER)
+
+
+def route_template(scope: Scope) -> str:
+    """The template of the route that handled the request (``/v1/memories/{id}``)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+class AccessLogMiddleware:
+    """One JSON access-log line and one metrics sample per request; never a body.
+
+    Logs the method, the route template (not the concrete path, which carries ids), the
+    status, the duration and the id of the API key that authenticated, if any.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics | None) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            seconds = time.perf_counter() - started
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else "OTHER"
+            route = route_template(scope)
+            state = scope.get("state") or {}
+            access_log.info(
+                "request",
+                extra={
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "key_id": state.get("key_id"),
+                },
+            )
+            if self.metrics is not None:
+                self.metrics.observe_request(method, route, status, seconds)
+
+
+__all__ = [
+    "ACCESS_LOGGER",
+    "PROMETHEUS_CONTENT_TYPE",
+    "AccessLogMiddleware",
+    "JsonFormatter",
+    "Metrics",
+    "configure_logging",
+]
