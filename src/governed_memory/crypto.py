@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import os
 import secrets
@@ -97,6 +96,8 @@ class Keyring:
         self._index_root = _hkdf(master_key, b"gmem/v1/index")
         self._index_keys: dict[str, bytes] = {}
         self._unwrapped: dict[bytes, bytes] = {}
+        self._hash_keys: dict[bytes, bytes] = {}
+        self._term_cache: dict[tuple[str, str], int] = {}
 
     # -- subject keys ---------------------------------------------------------------------
 
@@ -128,8 +129,9 @@ class Keyring:
         return raw
 
     def forget_cached(self, key_id: bytes) -> None:
-        """Drop a destroyed key from the cache so it cannot outlive its row."""
+        """Drop a destroyed key from the caches so it cannot outlive its row."""
         self._unwrapped.pop(key_id, None)
+        self._hash_keys.pop(key_id, None)
 
     # -- content --------------------------------------------------------------------------
 
@@ -178,18 +180,32 @@ class Keyring:
 
     def content_hash(self, key: SubjectKey, content: str) -> str:
         """HMAC-SHA-256 of the NFC content under a key derived from the subject key."""
-        hash_key = _hkdf(self.unwrap(key), b"gmem/v1/content-hash")
-        return hmac.new(hash_key, content.encode("utf-8"), hashlib.sha256).hexdigest()
+        hash_key = self._hash_keys.get(key.key_id)
+        if hash_key is None:
+            hash_key = _hkdf(self.unwrap(key), b"gmem/v1/content-hash")
+            if len(self._hash_keys) > 4096:
+                self._hash_keys.clear()
+            self._hash_keys[key.key_id] = hash_key
+        return hmac.digest(hash_key, content.encode("utf-8"), "sha256").hex()
 
     # -- search terms ---------------------------------------------------------------------
 
     def term_ids(self, tenant_id: str, words: list[str]) -> list[int]:
         """Signed 64-bit keyed hashes of search terms, under the tenant's index key."""
+        cache = self._term_cache
+        found = [cache.get((tenant_id, w)) for w in words]
+        if None not in found:
+            return found  # type: ignore[return-value]
         key = self._index_keys.get(tenant_id)
         if key is None:
             key = _hkdf(self._index_root, b"tenant\x00" + tenant_id.encode("utf-8"))
             self._index_keys[tenant_id] = key
-        return [
-            int.from_bytes(hmac.digest(key, w.encode("utf-8"), "sha256")[:8], "big", signed=True)
-            for w in words
-        ]
+        if len(cache) > 50_000:  # bounded: a Zipf vocabulary keeps the hot terms hot
+            cache.clear()
+        ids = []
+        for word, known in zip(words, found, strict=True):
+            if known is None:
+                digest = hmac.digest(key, word.encode("utf-8"), "sha256")
+                known = cache[(tenant_id, word)] = int.from_bytes(digest[:8], "big", signed=True)
+            ids.append(known)
+        return ids

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -204,7 +206,12 @@ def _fingerprint(data: Mapping[str, Any]) -> str:
 
 
 def _new_id() -> str:
-    return str(uuid.uuid4())
+    """A UUIDv7-layout id: time-ordered, so new rows land on the B-tree's last page."""
+    millis = time.time_ns() // 1_000_000
+    value = (millis & ((1 << 48) - 1)) << 80 | secrets.randbits(80)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    return str(uuid.UUID(int=value))
 
 
 class MemoryService:
