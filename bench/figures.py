@@ -1,0 +1,222 @@
+"""The figures of one run, their bars from SPEC §12 and their same-run ratios.
+
+Every figure has a fixed id, so a run of any preset yields the same keys: a figure the
+preset does not measure is ``not in preset``, one whose backend does not exist yet is
+``not available`` (with the reason), one that raised is ``failed``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+MEASURED = "measured"
+NOT_AVAILABLE = "not available"
+NOT_IN_PRESET = "not in preset"
+FAILED = "failed"
+MILLION = 1_000_000
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    unit: str
+    value: float | None = None
+    status: str = NOT_IN_PRESET
+    bar: str = ""
+    met: bool | None = None
+    ratios: dict[str, float] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def size_label(n: int) -> str:
+    if n >= MILLION and n % MILLION == 0:
+        return f"{n // MILLION}M"
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
+    """Every figure of a run whose scoped searches use ``sizes`` (plus the 1M bar)."""
+    figures = [
+        Figure("raw_sqlite_full", "Raw SQLite single-row commit, FULL", "commits/s"),
+        Figure("raw_sqlite_normal", "Raw SQLite single-row commit, NORMAL", "commits/s"),
+        Figure("raw_postgres", "Raw PostgreSQL single-row insert, synchronous_commit=on", "rows/s"),
+        Figure("naive_writes", "Naive baseline writes (JSON-lines append, no fsync)", "writes/s"),
+        Figure("naive_writes_durable", "Naive baseline writes with fsync per append", "writes/s"),
+        Figure(
+            "writes_sequential_sqlite",
+            "Durable sequential writes, SQLite FULL",
+            "writes/s",
+            bar="≥ 50 % of raw FULL commit rate",
+        ),
+        Figure(
+            "writes_first_subject_sqlite",
+            "First write of a subject (creates its key), SQLite FULL",
+            "writes/s",
+        ),
+        Figure(
+            "writes_concurrent16_sqlite",
+            "Writes with 16 concurrent writer threads, SQLite FULL",
+            "writes/s",
+            bar="≥ 2× the sequential rate",
+        ),
+        Figure(
+            "writes_sequential_postgres",
+            "Durable sequential writes, PostgreSQL",
+            "writes/s",
+            bar="≥ 50 % of raw PostgreSQL insert rate",
+        ),
+        Figure(
+            "writes_concurrent16_postgres",
+            "Writes with 16 concurrent writer threads, PostgreSQL",
+            "writes/s",
+        ),
+    ]
+    for n in sorted({*sizes, MILLION}):
+        label = size_label(n)
+        figures.append(
+            Figure(
+                f"search_scoped_n{n}",
+                f"Scoped search p95, in-process, SQLite, N = {label}",
+                "ms",
+                bar="≤ 2 ms and ≥ 100× faster than naive" if n == MILLION else "(bar is at 1M)",
+            )
+        )
+        figures.append(Figure(f"naive_search_n{n}", f"Naive scan p95, N = {label}", "ms"))
+    figures += [
+        Figure(
+            "search_single_scope",
+            "Search p95 inside one 100k-item scope (3 terms)",
+            "ms",
+            bar="≤ 25 ms",
+        ),
+        Figure("naive_search_single_scope", "Naive scan p95 inside the single scope", "ms"),
+        Figure(
+            "rebuild_projection",
+            "Projection rebuild from the log (maintenance.rebuild_projection)",
+            "events/s",
+            bar="≥ 50,000 events/s",
+        ),
+        Figure(
+            "replay_fold",
+            "Core replay (fold of decoded events, no IO)",
+            "events/s",
+            bar="≥ 50,000 events/s",
+        ),
+        Figure(
+            "naive_reload", "Naive baseline reloading its dict from the JSON-lines log", "events/s"
+        ),
+        Figure(
+            "rss_service",
+            "Peak RSS of a process serving searches over the largest store",
+            "MiB",
+            bar="< 300 MiB with 1M items",
+        ),
+        Figure("rss_naive", "Peak RSS of the naive baseline holding the same items", "MiB"),
+        Figure(
+            "http_search",
+            "HTTP searches, 16 concurrent clients (load generator in another process)",
+            "requests/s",
+            bar="≥ 1,000/s, p99 ≤ 50 ms",
+        ),
+        Figure(
+            "http_writes",
+            "HTTP writes, 16 concurrent clients (load generator in another process)",
+            "requests/s",
+            bar="≥ 500/s, p99 ≤ 50 ms",
+        ),
+        Figure(
+            "http_ceiling",
+            "Load generator ceiling: GET /health/live, 16 clients",
+            "requests/s",
+        ),
+    ]
+    return {figure.id: figure for figure in figures}
+
+
+def _value(figures: dict[str, Figure], key: str) -> float | None:
+    figure = figures.get(key)
+    if figure is None or figure.status != MEASURED or figure.value is None:
+        return None
+    if isinstance(figure.value, float) and math.isnan(figure.value):
+        return None
+    return figure.value
+
+
+def _ratio(
+    figures: dict[str, Figure], key: str, baseline: str, label: str, *, faster: bool = False
+) -> float | None:
+    """value / baseline for rates; baseline / value (× faster) for latencies."""
+    value, base = _value(figures, key), _value(figures, baseline)
+    if value is None or base is None or value == 0 or base == 0:
+        return None
+    ratio = base / value if faster else value / base
+    figures[key].ratios[label] = ratio
+    return ratio
+
+
+def _at_least(ratio: float | None, bound: float) -> bool | None:
+    return None if ratio is None else ratio >= bound
+
+
+def _p99_ok(figure: Figure, bound_ms: float) -> bool:
+    p99 = figure.detail.get("p99_ms")
+    return isinstance(p99, int | float) and p99 <= bound_ms
+
+
+def evaluate(figures: dict[str, Figure]) -> None:
+    """Compute every same-run ratio and whether each bar is met."""
+    for key in ("writes_sequential_sqlite", "writes_first_subject_sqlite"):
+        ratio = _ratio(figures, key, "raw_sqlite_full", "raw SQLite FULL")
+        _ratio(figures, key, "raw_sqlite_normal", "raw SQLite NORMAL")
+        _ratio(figures, key, "naive_writes_durable", "naive + fsync")
+        _ratio(figures, key, "naive_writes", "naive (no fsync)")
+        if key == "writes_sequential_sqlite":
+            figures[key].met = _at_least(ratio, 0.5)
+    concurrent = "writes_concurrent16_sqlite"
+    ratio = _ratio(figures, concurrent, "writes_sequential_sqlite", "sequential SQLite")
+    figures[concurrent].met = _at_least(ratio, 2.0)
+    _ratio(figures, concurrent, "raw_sqlite_full", "raw SQLite FULL")
+    _ratio(figures, concurrent, "naive_writes_durable", "naive + fsync")
+    ratio = _ratio(figures, "writes_sequential_postgres", "raw_postgres", "raw PostgreSQL")
+    figures["writes_sequential_postgres"].met = _at_least(ratio, 0.5)
+    _ratio(figures, "writes_concurrent16_postgres", "writes_sequential_postgres", "sequential PG")
+    _ratio(figures, "writes_concurrent16_postgres", "raw_postgres", "raw PostgreSQL")
+    for key, figure in figures.items():
+        if key.startswith("search_scoped_n"):
+            n = key.removeprefix("search_scoped_n")
+            speedup = _ratio(figures, key, f"naive_search_n{n}", "faster than naive", faster=True)
+            if int(n) == MILLION and figure.status == MEASURED:
+                value = _value(figures, key)
+                figure.met = value is not None and value <= 2.0 and bool(speedup and speedup >= 100)
+    single = figures["search_single_scope"]
+    _ratio(figures, single.id, "naive_search_single_scope", "faster than naive", faster=True)
+    single.met = _bound(single, lambda v: v <= 25.0)
+    for key in ("rebuild_projection", "replay_fold"):
+        _ratio(figures, key, "naive_reload", "naive reload")
+        figures[key].met = _bound(figures[key], lambda v: v >= 50_000)
+    rss = figures["rss_service"]
+    _ratio(figures, rss.id, "rss_naive", "smaller than naive", faster=True)
+    if rss.detail.get("stored") == MILLION:
+        rss.met = _bound(rss, lambda v: v < 300)
+    for key, floor in (("http_search", 1000.0), ("http_writes", 500.0)):
+        figure = figures[key]
+        _ratio(figures, key, "http_ceiling", "load generator ceiling")
+        figure.met = _bound(figure, lambda v, f=floor: v >= f)
+        if figure.met is not None:
+            figure.met = figure.met and _p99_ok(figure, 50.0)
+
+
+def _bound(figure: Figure, test: Callable[[float], bool]) -> bool | None:
+    if figure.status != MEASURED or figure.value is None:
+        return None
+    return test(figure.value)

@@ -1,0 +1,234 @@
+"""HTTP figures: ``gmem serve`` in a subprocess, the load generator in another.
+
+Plugs in as soon as the HTTP service exists (``governed_memory.http`` importable and
+``gmem serve`` answering ``--help``); until then the figures are reported as not
+available. The server gets a temporary data directory preloaded with workload items
+through the service, one API key per client (``gmem keys create ... --json``), and a free
+port on 127.0.0.1. Options are passed both as flags (when ``--help`` lists them) and as
+``GMEM_*`` variables, so the harness does not depend on which of the two the CLI reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.workload import Item, Workload
+
+READY_TIMEOUT = 60.0
+RATE_LIMIT = 1_000_000_000
+
+
+def _gmem() -> list[str]:
+    script = Path(sys.executable).parent / "gmem"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "governed_memory.cli"]
+
+
+def _help(*command: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [*_gmem(), *command, "--help"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout + done.stderr if done.returncode == 0 else None
+
+
+def server_missing() -> str | None:
+    """None when ``gmem serve`` exists, else why the HTTP figures cannot be measured."""
+    if importlib.util.find_spec("governed_memory.http") is None:
+        return "the HTTP service (governed_memory.http) is not built yet"
+    if _help("serve") is None:
+        return "`gmem serve --help` does not answer"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _environment(data_dir: Path, port: int | None = None) -> dict[str, str]:
+    """The defaults of a real deployment, except the per-key rate limit.
+
+    The limiter (600 requests per minute per key by default) would measure itself, not
+    the service; it still runs, with a ceiling the benchmark never reaches.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GMEM_")}
+    env.update(GMEM_DATA_DIR=str(data_dir), GMEM_RATE_LIMIT_REQUESTS=str(RATE_LIMIT))
+    if port is not None:
+        env.update(GMEM_HOST="127.0.0.1", GMEM_PORT=str(port))
+    return env
+
+
+def _flags(help_text: str, data_dir: Path, port: int | None = None) -> list[str]:
+    flags = []
+    if "--data-dir" in help_text:
+        flags += ["--data-dir", str(data_dir)]
+    if port is not None and "--port" in help_text:
+        flags += ["--port", str(port)]
+    if port is not None and "--host" in help_text:
+        flags += ["--host", "127.0.0.1"]
+    if port is not None and "--rate-limit-requests" in help_text:
+        flags += ["--rate-limit-requests", str(RATE_LIMIT)]
+    return flags
+
+
+def create_key(data_dir: Path, tenant: str) -> str:
+    """A key of ``tenant`` for every agent, read and write, up to trusted."""
+    help_text = _help("keys", "create") or ""
+    done = subprocess.run(
+        [
+            *_gmem(),
+            "keys",
+            "create",
+            *_flags(help_text, data_dir),
+            "--tenant",
+            tenant,
+            "--agents",
+            "*",
+            "--scopes",
+            "memory:write,memory:read",
+            "--max-trust",
+            "trusted",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=_environment(data_dir),
+    )
+    return str(json.loads(done.stdout)["api_key"])
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path) -> Iterator[str]:
+    """``gmem serve`` on a free port over ``data_dir``; yields its base URL."""
+    port = _free_port()
+    help_text = _help("serve") or ""
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - outlives this statement, closed below
+    server = subprocess.Popen(
+        [*_gmem(), "serve", *_flags(help_text, data_dir, port)],
+        stdout=log,
+        stderr=log,
+        env=_environment(data_dir, port),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            if server.poll() is not None:
+                log.seek(0)
+                tail = log.read()[-2000:].decode(errors="replace")
+                raise RuntimeError(f"gmem serve exited with {server.returncode}: {tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health/ready", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("gmem serve did not become ready in time")
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def load(url: str, clients: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Run the load generator in its own process over ``clients``; its JSON summary."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
+        json.dump({"url": url, "clients": list(clients)}, spec)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.loadgen", spec.name],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=True,
+        )
+    finally:
+        os.unlink(spec.name)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _search_requests(
+    workload: Workload, items: Sequence[Item], count: int, seed: int
+) -> list[dict[str, Any]]:
+    rnd = random.Random(f"{workload.seed}:http:{seed}")
+    requests = []
+    for _ in range(count):
+        item = rnd.choice(items)
+        terms = workload.terms(rnd)
+        body = {"agent_id": item.agent_id, "purpose": item.purpose, "query": terms, "limit": 10}
+        requests.append({"method": "POST", "path": "/v1/search", "json": body})
+    return requests
+
+
+def _write_requests(items: Sequence[Item]) -> list[dict[str, Any]]:
+    requests = []
+    for item in items:
+        body = item.body()
+        memory_id = body.pop("id")
+        requests.append({"method": "PUT", "path": f"/v1/memories/{memory_id}", "json": body})
+    return requests
+
+
+def measure(
+    data_dir: Path,
+    workload: Workload,
+    stored: int,
+    clients: int,
+    requests: int,
+) -> dict[str, Any]:
+    """Searches/s and writes/s with ``clients`` concurrent clients, and the ceiling.
+
+    ``data_dir`` already holds workload items ``0 .. stored-1``. Each client has the key
+    of one tenant, searches the scopes of that tenant's stored items and writes new items
+    of that tenant. The ceiling is the same generator against ``/health/live``.
+    """
+    by_tenant: dict[str, list[Item]] = {}
+    for item in workload.items(0, stored):
+        by_tenant.setdefault(item.tenant_id, []).append(item)
+    tenants = sorted(by_tenant, key=lambda t: (-len(by_tenant[t]), t))[:clients]
+    keys = {tenant: create_key(data_dir, tenant) for tenant in tenants}
+    share = max(1, requests // clients)
+    searches, writes, pings = [], [], []
+    for number, tenant in enumerate(tenants):
+        searches.append(
+            {
+                "key": keys[tenant],
+                "requests": _search_requests(workload, by_tenant[tenant], share, number),
+            }
+        )
+        fresh = [
+            dataclasses.replace(workload.item(70_000_000 + number * share + j), tenant_id=tenant)
+            for j in range(share)
+        ]
+        writes.append({"key": keys[tenant], "requests": _write_requests(fresh)})
+        pings.append({"requests": [{"method": "GET", "path": "/health/live"}] * share})
+    with serving(data_dir) as url:
+        ceiling = load(url, pings)
+        search = load(url, searches)
+        write = load(url, writes)
+    return {"search": search, "write": write, "ceiling": ceiling, "tenants": len(tenants)}

@@ -1,0 +1,295 @@
+"""One benchmark run: every figure of the preset, measured in order, then ratios and bars.
+
+A figure that cannot be measured (its backend is not built yet, no server) is reported
+as not available; a figure whose measurement raises is reported as failed with the
+error, and the run goes on, so one broken part never hides the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import httpserver, inprocess, loading, postgres, raw, rss
+from bench.figures import FAILED, MEASURED, NOT_AVAILABLE, Figure, catalogue, evaluate, size_label
+from bench.machine import describe
+from bench.naive import NaiveMemory
+from bench.presets import Preset
+from bench.workload import Workload
+from governed_memory.factory import open_service
+from governed_memory.service import MemoryService
+
+MAKE_TARGETS = {"smoke": "make bench-smoke", "quick": "make bench", "full": "make bench-full"}
+
+
+class Run:
+    """The state of one run: the preset, its figures, its load reports, its clock."""
+
+    def __init__(self, preset: Preset, scratch: Path, cache: Path | None) -> None:
+        self.preset = preset
+        self.scratch = scratch
+        self.cache = cache
+        self.figures = catalogue(preset.sizes)
+        self.loads: dict[str, dict[str, Any]] = {}
+        self.workload = Workload()
+        self.dsn = raw.postgres_dsn()
+        self.started = time.perf_counter()
+
+    def say(self, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"[{elapsed:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+    def set(self, key: str, value: float, note: str = "", **detail: Any) -> None:
+        figure = self.figures[key]
+        figure.value, figure.status, figure.note = value, MEASURED, note
+        figure.detail.update(detail)
+
+    def unavailable(self, keys: tuple[str, ...], reason: str) -> None:
+        for key in keys:
+            self.figures[key].status, self.figures[key].note = NOT_AVAILABLE, reason
+
+    @contextlib.contextmanager
+    def step(self, *keys: str) -> Iterator[None]:
+        """Mark ``keys`` failed (and go on) if the measurement inside raises."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - reported in the results, run goes on
+            traceback.print_exc()
+            for key in keys:
+                figure = self.figures[key]
+                if figure.status != MEASURED:
+                    figure.status, figure.note = FAILED, f"{type(error).__name__}: {error}"[:300]
+
+    def service(self, data_dir: Path) -> MemoryService:
+        return open_service(data_dir=data_dir, synchronous="FULL")
+
+
+def _writes(run: Run) -> None:
+    preset, workload = run.preset, run.workload
+    sequential = workload.items(
+        inprocess.SEQUENTIAL_OFFSET, inprocess.SEQUENTIAL_OFFSET + preset.writes
+    )
+    concurrent = workload.items(
+        inprocess.CONCURRENT_OFFSET, inprocess.CONCURRENT_OFFSET + preset.concurrent_writes
+    )
+    run.say("raw limits and the naive baseline's writes")
+    with run.step("raw_sqlite_full", "raw_sqlite_normal"):
+        rows = preset.raw_rows
+        run.set(
+            "raw_sqlite_full",
+            raw.sqlite_commits_per_second(run.scratch / "raw-full.db", "FULL", rows),
+            rows=rows,
+        )
+        run.set(
+            "raw_sqlite_normal",
+            raw.sqlite_commits_per_second(run.scratch / "raw-normal.db", "NORMAL", rows),
+            rows=rows,
+        )
+    with run.step("naive_writes", "naive_writes_durable"):
+        run.set(
+            "naive_writes",
+            inprocess.naive_writes(run.scratch / "naive-w.jsonl", sequential, durable=False),
+        )
+        run.set(
+            "naive_writes_durable",
+            inprocess.naive_writes(run.scratch / "naive-d.jsonl", sequential, durable=True),
+        )
+    run.say(f"service writes: {len(sequential)} sequential, {len(concurrent)} by 16 threads")
+    keys = ("writes_sequential_sqlite", "writes_first_subject_sqlite", "writes_concurrent16_sqlite")
+    with run.step(*keys):
+        service = run.service(run.scratch / "writes")
+        try:
+            count, seconds = inprocess.first_writes(service, [*sequential, *concurrent])
+            run.set("writes_first_subject_sqlite", count / seconds, writes=count)
+            run.set(
+                "writes_sequential_sqlite",
+                inprocess.sequential_writes(service, sequential),
+                note="subjects already have their keys (a first write: separate figure)",
+                writes=len(sequential),
+            )
+            run.set(
+                "writes_concurrent16_sqlite",
+                inprocess.concurrent_writes(service, concurrent, preset.writers),
+                writes=len(concurrent),
+                threads=preset.writers,
+            )
+        finally:
+            service.store.close()
+
+
+def _postgres(run: Run) -> None:
+    keys = ("raw_postgres", "writes_sequential_postgres", "writes_concurrent16_postgres")
+    reason = raw.postgres_reachable(run.dsn)
+    if reason is not None:
+        run.unavailable(keys, reason)
+        return
+    run.say("PostgreSQL raw inserts")
+    with run.step("raw_postgres"):
+        run.set("raw_postgres", raw.postgres_inserts_per_second(run.dsn, run.preset.raw_rows))
+    missing = postgres.store_missing()
+    if missing is not None:
+        run.unavailable(keys[1:], missing)
+        return
+    run.say("PostgreSQL service writes")
+    w, preset = run.workload, run.preset
+    sequential = w.items(inprocess.SEQUENTIAL_OFFSET, inprocess.SEQUENTIAL_OFFSET + preset.writes)
+    concurrent = w.items(
+        inprocess.CONCURRENT_OFFSET, inprocess.CONCURRENT_OFFSET + preset.concurrent_writes
+    )
+    with run.step(*keys[1:]):
+        rates = postgres.service_writes(run.dsn, sequential, concurrent, preset.writers)
+        run.set("writes_sequential_postgres", rates["sequential_per_s"], **rates)
+        run.set("writes_concurrent16_postgres", rates["concurrent_per_s"], threads=preset.writers)
+
+
+def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:
+    preset, workload = run.preset, run.workload
+    queries, warmup = inprocess.search_queries(workload, n, preset.queries)
+    with run.step(f"search_scoped_n{n}"):
+        service = run.service(data_dir)
+        try:
+            summary = inprocess.service_search(service, queries, warmup)
+        finally:
+            service.store.close()
+        run.set(f"search_scoped_n{n}", summary["p95_ms"], stored=n, **summary)
+    with run.step(f"naive_search_n{n}"):
+        summary = inprocess.naive_search(naive, queries[: preset.naive_queries])
+        run.set(f"naive_search_n{n}", summary["p95_ms"], stored=n, **summary)
+
+
+def _scoped(run: Run) -> None:
+    data_dir = run.scratch / "scoped"
+    naive = NaiveMemory(run.scratch / "naive-scoped.jsonl")
+    for n in run.preset.sizes:
+        label = size_label(n)
+        run.say(f"loading the {label} store")
+        report = loading.ensure(data_dir, run.workload, n, run.preset.loaders, run.cache)
+        run.loads[f"scoped {label}"] = report.to_dict()
+        for index in range(len(naive.items), n):
+            item = run.workload.item(index)
+            naive.write(item.tenant_id, item.body(), log=False)
+        run.say(f"scoped search at {label}")
+        _search_at(run, data_dir, naive, n)
+    largest = run.preset.sizes[-1]
+    _rebuild(run, data_dir, naive)
+    _rss(run, data_dir, largest)
+
+
+def _rebuild(run: Run, data_dir: Path, naive: NaiveMemory) -> None:
+    run.say("projection rebuild and replay")
+    cap = run.preset.rebuild_cap
+    with run.step("replay_fold", "rebuild_projection"):
+        service = run.service(data_dir)
+        try:
+            fold = inprocess.replay_fold(service, cap)
+            run.set("replay_fold", fold["events_per_s"], **fold)
+            rebuilt = inprocess.rebuild(service)
+            run.set("rebuild_projection", rebuilt["events_per_s"], **rebuilt)
+        finally:
+            service.store.close()
+    with run.step("naive_reload"):
+        reload = inprocess.naive_reload(run.scratch / "naive-reload.jsonl", naive, cap)
+        run.set("naive_reload", reload["events_per_s"], **reload)
+
+
+def _rss(run: Run, data_dir: Path, stored: int) -> None:
+    run.say("peak RSS of a serving process (separate processes)")
+    searches = min(run.preset.queries, 1000)
+    with run.step("rss_service"):
+        result = rss.measure(["service", str(data_dir), str(stored), str(searches)])
+        run.set("rss_service", result["peak_mib"], stored=stored, **result)
+    with run.step("rss_naive"):
+        result = rss.measure(["naive", str(stored), str(run.preset.naive_queries)])
+        run.set("rss_naive", result["peak_mib"], stored=stored, **result)
+
+
+def _single_scope(run: Run) -> None:
+    n = run.preset.single_scope
+    if not n:
+        return
+    workload = Workload(single_scope=True)
+    data_dir = run.scratch / "single"
+    run.say(f"loading the single scope of {size_label(n)} items")
+    with run.step("search_single_scope", "naive_search_single_scope"):
+        report = loading.ensure(data_dir, workload, n, run.preset.loaders, run.cache)
+        run.loads[f"single scope {size_label(n)}"] = report.to_dict()
+        queries, warmup = inprocess.search_queries(workload, n, run.preset.queries)
+        service = run.service(data_dir)
+        try:
+            summary = inprocess.service_search(service, queries, warmup[:20])
+        finally:
+            service.store.close()
+        run.set("search_single_scope", summary["p95_ms"], stored=n, **summary)
+        naive = NaiveMemory(run.scratch / "naive-single.jsonl")
+        for item in workload.items(0, n):
+            naive.write(item.tenant_id, item.body(), log=False)
+        summary = inprocess.naive_search(naive, queries[: run.preset.naive_queries])
+        run.set("naive_search_single_scope", summary["p95_ms"], stored=n, **summary)
+
+
+def _http(run: Run) -> None:
+    keys = ("http_search", "http_writes", "http_ceiling")
+    missing = httpserver.server_missing()
+    if missing is not None:
+        run.unavailable(keys, missing)
+        return
+    n = run.preset.http_store
+    run.say(f"HTTP: loading {size_label(n)} items, then gmem serve and the load generator")
+    with run.step(*keys):
+        data_dir = run.scratch / "http"
+        report = loading.ensure(data_dir, run.workload, n, run.preset.loaders, run.cache)
+        run.loads[f"HTTP store {size_label(n)}"] = report.to_dict()
+        result = httpserver.measure(
+            data_dir, run.workload, n, run.preset.writers, run.preset.http_requests
+        )
+        for key, part in (
+            ("http_search", "search"),
+            ("http_writes", "write"),
+            ("http_ceiling", "ceiling"),
+        ):
+            summary = result[part]
+            note = (
+                ""
+                if set(summary["statuses"]) <= {"200", "201"}
+                else f"statuses {summary['statuses']}"
+            )
+            run.set(key, summary["per_s"], note=note, **summary)
+
+
+def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[str, Figure]]:
+    """Measure every figure of ``preset``; the JSON-ready result and the figures."""
+    date = datetime.now(UTC).isoformat(timespec="seconds")
+    scratch = Path(tempfile.mkdtemp(prefix="gmem-bench-"))
+    run = Run(preset, scratch, cache)
+    machine = describe(run.dsn)
+    try:
+        _writes(run)
+        _postgres(run)
+        _scoped(run)
+        _single_scope(run)
+        _http(run)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    evaluate(run.figures)
+    result = {
+        "preset": preset.name,
+        "date": date,
+        "seconds": time.perf_counter() - run.started,
+        "command": MAKE_TARGETS[preset.name],
+        "invocation": "python -m bench " + " ".join(sys.argv[1:]),
+        "machine": machine,
+        "workload": run.workload.describe(),
+        "preset_parameters": {k: getattr(preset, k) for k in preset.__slots__},
+        "loads": run.loads,
+        "figures": {key: figure.to_dict() for key, figure in run.figures.items()},
+    }
+    run.say("done")
+    return result, run.figures
