@@ -1,0 +1,88 @@
+"""The benchmark harness runs end to end (smoke preset); nothing here is about speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench.figures import FAILED, MEASURED, NOT_AVAILABLE, NOT_IN_PRESET, catalogue
+from bench.presets import PRESETS
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP_LEVEL = {
+    "preset",
+    "date",
+    "seconds",
+    "command",
+    "invocation",
+    "machine",
+    "workload",
+    "preset_parameters",
+    "loads",
+    "figures",
+}
+FIGURE_FIELDS = {"id", "title", "unit", "value", "status", "bar", "met", "ratios", "detail", "note"}
+# Figures the smoke preset measures on every machine (no server or optional backend needed).
+ALWAYS_MEASURED = {
+    "raw_sqlite_full",
+    "raw_sqlite_normal",
+    "naive_writes",
+    "naive_writes_durable",
+    "writes_sequential_sqlite",
+    "writes_first_subject_sqlite",
+    "writes_concurrent16_sqlite",
+    "search_single_scope",
+    "naive_search_single_scope",
+    "rebuild_projection",
+    "replay_fold",
+    "naive_reload",
+    "rss_service",
+    "rss_naive",
+}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The JSON result of one smoke run, written to a temporary file, docs untouched."""
+    output = tmp_path_factory.mktemp("bench") / "smoke.json"
+    docs = ROOT / "docs" / "benchmarks.md"
+    before = docs.read_bytes() if docs.exists() else None
+    subprocess.run(
+        [sys.executable, "-m", "bench", "--preset", "smoke", "--no-docs", "--output", str(output)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert (docs.read_bytes() if docs.exists() else None) == before
+    result: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))
+    return result
+
+
+def test_the_smoke_result_has_every_top_level_key(smoke: dict[str, Any]) -> None:
+    """The JSON names the preset, the machine, the workload, the loads and the figures."""
+    assert set(smoke) >= TOP_LEVEL
+    assert smoke["preset"] == "smoke"
+    assert {"cores", "cpu", "memory_gib", "python", "sqlite"} <= set(smoke["machine"])
+
+
+def test_the_smoke_result_has_every_expected_figure(smoke: dict[str, Any]) -> None:
+    """Every figure id of the catalogue is present, each with every field."""
+    expected = set(catalogue(PRESETS["smoke"].sizes))
+    assert set(smoke["figures"]) == expected
+    for figure in smoke["figures"].values():
+        assert set(figure) == FIGURE_FIELDS
+        assert figure["status"] in {MEASURED, NOT_AVAILABLE, NOT_IN_PRESET, FAILED}
+
+
+def test_the_smoke_run_measures_the_in_process_figures(smoke: dict[str, Any]) -> None:
+    """The figures that need no server are measured, as numbers, with no failure."""
+    figures = smoke["figures"]
+    for key in ALWAYS_MEASURED | {f"search_scoped_n{n}" for n in PRESETS["smoke"].sizes}:
+        assert figures[key]["status"] == MEASURED, (key, figures[key]["note"])
+        assert isinstance(figures[key]["value"], int | float)
+    assert not [key for key, f in figures.items() if f["status"] == FAILED]
