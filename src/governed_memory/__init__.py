@@ -5,6 +5,7 @@ takes the acting :class:`Principal`.
 """
 
 from governed_memory.apikeys import ApiKey, create_api_key
+from governed_memory.client import AsyncClient, Client
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import MemoryItem, Principal
 from governed_memory.core.policy import KindPolicy, TtlPolicy
@@ -43,8 +44,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApiKey",
+    "AsyncClient",
     "AuditEvent",
     "AuthenticationError",
+    "Client",
     "Conflict",
     "FieldError",
     "ForgetResult",
