@@ -60,4 +60,4 @@ def test_stores_do_not_import_the_service_or_each_other(path: Path) -> None:
         if name.startswith("governed_memory.store.") and not name.startswith(
             "governed_memory.store.migrations"
         ):
-            assert name == own, name
+            assert name.startswith(own), name  # a backend may span modules: sqlite_search

@@ -80,14 +80,22 @@ class SearchRequest:
     now: datetime
     subject_id: str | None = None
     kinds: frozenset[Kind] | None = None
+    # How many of the best-ranked items the caller needs; None means every match. A store
+    # may then return fewer candidates, provided they surely include the top ``want``.
+    want: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SearchMatches:
-    """The survivors of the hard filters that match a query term, and scope statistics."""
+    """The survivors of the hard filters that match a query term, and scope statistics.
+
+    ``complete`` is False when the store pruned matches that cannot rank in the top
+    ``want``; the caller asks again with a larger ``want`` if it needs to walk further.
+    """
 
     statistics: ScopeStatistics
     candidates: Sequence[Candidate] = field(default_factory=list)
+    complete: bool = True
 
 
 class IdempotencyKeyTaken(GovernedMemoryError):

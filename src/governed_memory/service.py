@@ -566,19 +566,27 @@ class MemoryService:
         if not words:
             return SearchResult([], 0, 0, self.tokenizer.name)
         term_ids = self.keyring.term_ids(principal.tenant_id, words)
-        matches = self.store.search(
-            SearchRequest(
-                tenant_id=principal.tenant_id,
-                agent_id=query.agent_id,
-                purpose=query.purpose,
-                terms=term_ids,
-                now=now,
-                subject_id=query.subject_id,
-                kinds=query.kinds,
+        want = query.limit
+        while True:
+            matches = self.store.search(
+                SearchRequest(
+                    tenant_id=principal.tenant_id,
+                    agent_id=query.agent_id,
+                    purpose=query.purpose,
+                    terms=term_ids,
+                    now=now,
+                    subject_id=query.subject_id,
+                    kinds=query.kinds,
+                    want=want,
+                )
             )
-        )
-        ranked = rank(matches.candidates, matches.statistics, term_ids, now)
-        fitted = fit_budget(ranked, query.limit, query.token_budget)
+            ranked = rank(matches.candidates, matches.statistics, term_ids, now)
+            # A pruned answer is exact only for its first ``want`` places.
+            exact = ranked if matches.complete else ranked[:want]
+            fitted = fit_budget(exact, query.limit, query.token_budget)
+            if matches.complete or len(fitted.chosen) >= query.limit:
+                break
+            want *= 4  # the budget skipped too much: walk further down the ranking
         states = self.store.get_many(
             principal.tenant_id, [r.candidate.memory_id for r in fitted.chosen]
         )

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory.core.values import to_micros
 from governed_memory.factory import open_service
-from governed_memory.ports import SearchRequest
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock, body, principal, query
@@ -131,17 +129,6 @@ def test_after_forget_the_canary_and_the_key_are_gone_from_every_file(
     assert embedded.get(WRITER, "m1").content is None
 
 
-def _candidate_sql(store: SQLiteStore, tenant: str) -> tuple[str, list[object]]:
-    scope = store._query(
-        "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? AND purpose = ?",
-        (tenant, "support-bot", "support"),
-    )[0][0]
-    request = SearchRequest(
-        tenant, "support-bot", "support", [11, 22, 33], FakeClock().now(), "customer-1"
-    )
-    return store.candidate_query(scope, request)
-
-
 def _fill(service: MemoryService, tenants: int, per_tenant: int) -> None:
     for t in range(tenants):
         writer = principal(f"tenant-{t}")
@@ -149,43 +136,49 @@ def _fill(service: MemoryService, tenants: int, per_tenant: int) -> None:
             service.write(writer, body(id=f"m{n}", content=f"email note {n} of tenant {t}"))
 
 
-def test_a_scoped_search_uses_the_scope_index_and_never_scans(tmp_path: Path) -> None:
-    """The plan searches postings by (scope, term) and items by rowid: no table scan."""
+def _traced_search(service: MemoryService, tenant: str, **search: object) -> list[str]:
+    """The SQL statements one service search runs on this thread's connection."""
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    statements: list[str] = []
+    conn = store._reader()
+    conn.set_trace_callback(statements.append)
+    try:
+        service.search(principal(tenant), query("email note tenant", **search))
+    finally:
+        conn.set_trace_callback(None)
+    return [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
+
+
+@pytest.mark.parametrize(
+    "search", [{}, {"subject_id": "customer-1"}, {"kinds": ["fact"]}, {"limit": 1}], ids=str
+)
+def test_a_scoped_search_uses_indexes_and_never_scans_a_table(
+    tmp_path: Path, search: dict[str, object]
+) -> None:
+    """Every statement of a search is an index search inside the scope: no table scan."""
     service = open_service(data_dir=tmp_path, synchronous="OFF")
-    _fill(service, tenants=50, per_tenant=10)
+    _fill(service, tenants=30, per_tenant=40)
     store = service.store
     assert isinstance(store, SQLiteStore)
     store._writer.execute("ANALYZE")
-    sql, params = _candidate_sql(store, "tenant-7")
 
-    plan = store.explain(sql, params)
+    statements = _traced_search(service, "tenant-7", **search)
 
-    assert not any(step.startswith("SCAN") for step in plan), plan
-    assert "SEARCH p USING PRIMARY KEY (scope=? AND term=?)" in plan, plan
-    assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
-    count_plan = store.explain(
-        "SELECT count(*) FROM postings WHERE scope = ? AND term = ?", [1, 11]
-    )
-    assert all("PRIMARY KEY (scope=? AND term=?)" in s for s in count_plan), count_plan
-    scope_plan = store.explain(
-        "SELECT id, documents, total_length FROM scopes "
-        "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?",
-        ["t", "a", "p"],
-    )
-    assert all(s.startswith("SEARCH") for s in scope_plan), scope_plan
+    assert statements
+    for sql in statements:
+        plan = store.explain(sql, [])
+        assert plan, sql
+        assert not any(step.startswith("SCAN") for step in plan), (sql, plan)
+        # reading "every item of the tenant" would be a scan in disguise
+        assert not any(step.endswith("(tenant_id=?)") for step in plan), (sql, plan)
     store.close()
 
 
-def _search_steps(path: Path, service: MemoryService) -> int:
+def _search_steps(service: MemoryService) -> int:
     """SQLite virtual-machine steps spent by one scoped search of tenant-0's scope."""
     store = service.store
     assert isinstance(store, SQLiteStore)
-    words = ["email", "note", "tenant"]
-    terms = service.keyring.term_ids("tenant-0", words)
-    scope = store._query("SELECT id FROM scopes WHERE tenant_id = 'tenant-0'")[0][0]
-    request = SearchRequest("tenant-0", "support-bot", "support", terms, service.clock.now(), None)
-    sql, params = store.candidate_query(scope, request)
-    conn = sqlite3.connect(path)
     steps = 0
 
     def count() -> int:
@@ -193,10 +186,13 @@ def _search_steps(path: Path, service: MemoryService) -> int:
         steps += 1
         return 0
 
+    conn = store._reader()
     conn.set_progress_handler(count, 1)
-    rows = conn.execute(sql, [p if not hasattr(p, "tzinfo") else to_micros(p) for p in params])
-    assert len(rows.fetchall()) == 3 * 10
-    conn.close()
+    try:
+        found = service.search(principal("tenant-0"), query("email note tenant", limit=100))
+    finally:
+        conn.set_progress_handler(None, 1)
+    assert len(found.items) == 10
     return steps
 
 
@@ -209,9 +205,6 @@ def test_a_scoped_search_costs_the_same_however_many_other_tenants_exist(
     large = open_service(data_dir=tmp_path / "large", synchronous="OFF")
     _fill(large, tenants=100, per_tenant=10)
 
-    small_steps = _search_steps(tmp_path / "small" / "gmem.sqlite3", small)
-    large_steps = _search_steps(tmp_path / "large" / "gmem.sqlite3", large)
-
-    assert small_steps == large_steps
+    assert _search_steps(small) == _search_steps(large)
     small.store.close()
     large.store.close()

@@ -23,6 +23,8 @@ B = 0.75
 CONFIDENCE_WEIGHT = 1.0
 RECENCY_WEIGHT = 0.5
 RECENCY_HALF_LIFE_DAYS = 30.0
+#: The most confidence and recency can add to a score (both parts are at most 1).
+STATIC_MAX = CONFIDENCE_WEIGHT + RECENCY_WEIGHT
 MAX_QUERY_TERMS = 32
 MAX_TERM_CHARS = 64
 
@@ -96,6 +98,33 @@ def recency(updated_at: datetime, now: datetime) -> float:
     """1 for an item changed now, 1/2 after one half-life, tending to 0 with age."""
     age_days = max((now - updated_at).total_seconds(), 0.0) / 86_400
     return 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+
+
+def term_upper_bound(weight: float) -> float:
+    """The most one term of IDF ``weight`` can add: BM25 saturates below (k1 + 1) × IDF."""
+    return weight * (K1 + 1.0)
+
+
+def unseen_bound(lasts: Mapping[int, float], uppers: Mapping[int, float]) -> float:
+    """The best score an item can have if it is in none of the terms' top lists.
+
+    ``lasts[t]`` is the smallest value (term part + confidence + recency) in the top list
+    of term ``t``, so an unseen item containing ``t`` has term part ≤ ``lasts[t]`` minus its
+    own static part ``s``. Maximizing ``s + Σ min(upper, max(0, last - s))`` over
+    ``s ∈ [0, STATIC_MAX]`` — piecewise linear, so at its breakpoints — bounds every unseen
+    item (the threshold algorithm of Fagin et al., with BM25's saturation as the cap).
+    Terms whose lists were read to the end are left out: no unseen item contains them.
+    """
+    if not lasts:
+        return -math.inf
+    points = {0.0, STATIC_MAX}
+    for term, last in lasts.items():
+        points.update((last, last - uppers[term]))
+    return max(
+        s + sum(min(uppers[t], max(0.0, last - s)) for t, last in lasts.items())
+        for s in points
+        if 0.0 <= s <= STATIC_MAX
+    )
 
 
 def rank(

@@ -40,8 +40,8 @@ from governed_memory.codec import (
 )
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
-from governed_memory.core.retrieval import Candidate, ScopeStatistics
-from governed_memory.core.values import from_micros, to_micros
+from governed_memory.core.retrieval import ScopeStatistics
+from governed_memory.core.values import to_micros
 from governed_memory.crypto import SubjectKey
 from governed_memory.errors import StoreUnavailable, VersionConflict
 from governed_memory.ports import (
@@ -54,6 +54,7 @@ from governed_memory.ports import (
     SubjectChanged,
     SubjectKeyGone,
 )
+from governed_memory.store.sqlite_search import ScopedSearch, document_frequency
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 DATABASE_FILE = "gmem.sqlite3"
@@ -134,6 +135,7 @@ class SQLiteStore:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._scope_ids: dict[tuple[str, str, str], int] = {}
+        self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
         self._closed = False
         self.migrate()
 
@@ -417,25 +419,31 @@ class SQLiteStore:
                 )
                 conn.execute("DELETE FROM search_docs WHERE item = ?", (rowid,))
                 conn.execute(
-                    "UPDATE scopes SET documents = documents - 1, total_length = total_length - ? "
-                    "WHERE id = ?",
+                    "UPDATE scopes SET documents = documents - 1, total_length = total_length - ?, "
+                    "generation = generation + 1 WHERE id = ?",
                     (length, scope),
                 )
         index = change.index
         if index is None:
             return
-        scope = self._scope_id(conn, change.item, new_scopes)
+        item = change.item
+        updated_at = to_micros(item.updated_at)
+        scope = self._scope_id(conn, item, new_scopes)
         conn.executemany(
-            "INSERT INTO postings (scope, term, item, tf, length) VALUES (?, ?, ?, ?, ?)",
-            [(scope, term, rowid, tf, index.length) for term, tf in index.terms.items()],
+            "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (scope, term, rowid, tf, index.length, item.confidence, updated_at)
+                for term, tf in index.terms.items()
+            ],
         )
         conn.execute(
             "INSERT INTO search_docs (item, scope, length, terms) VALUES (?, ?, ?, ?)",
             (rowid, scope, index.length, array("q", index.terms).tobytes()),
         )
         conn.execute(
-            "UPDATE scopes SET documents = documents + 1, total_length = total_length + ? "
-            "WHERE id = ?",
+            "UPDATE scopes SET documents = documents + 1, total_length = total_length + ?, "
+            "generation = generation + 1 WHERE id = ?",
             (index.length, scope),
         )
 
@@ -574,74 +582,28 @@ class SQLiteStore:
 
     def search(self, request: SearchRequest) -> SearchMatches:
         scope_rows = self._query(
-            "SELECT id, documents, total_length FROM scopes "
+            "SELECT id, documents, total_length, generation FROM scopes "
             "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?",
             (request.tenant_id, request.agent_id, request.purpose),
         )
         if not scope_rows or not request.terms:
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
-        scope, documents, total_length = scope_rows[0]
-        frequency = {}
-        for term in request.terms:
-            (count,) = self._query(
-                "SELECT count(*) FROM postings WHERE scope = ? AND term = ?",
-                (scope, term),
-            )[0]
-            frequency[term] = int(count)
+        scope, documents, total_length, generation = scope_rows[0]
+        frequency = {term: self._frequency(scope, generation, term) for term in request.terms}
         statistics = ScopeStatistics(int(documents), int(total_length), frequency)
-        sql, params = self.candidate_query(scope, request)
-        per_item: dict[str, tuple[dict[int, int], int, float, int, int]] = {}
-        for memory_id, term, tf, length, confidence, updated_at, tokens in self._query(sql, params):
-            entry = per_item.get(memory_id)
-            if entry is None:
-                per_item[memory_id] = (
-                    {term: tf},
-                    length,
-                    confidence,
-                    updated_at,
-                    tokens,
-                )
-            else:
-                entry[0][term] = tf
-        candidates = [
-            Candidate(memory_id, tfs, length, confidence, from_micros(updated_at), tokens)
-            for memory_id, (
-                tfs,
-                length,
-                confidence,
-                updated_at,
-                tokens,
-            ) in per_item.items()
-        ]
-        return SearchMatches(statistics, candidates)
+        return ScopedSearch(self._query, request, scope).run(statistics)
 
-    @staticmethod
-    def candidate_query(scope: int, request: SearchRequest) -> tuple[str, list[Any]]:
-        """The SQL that applies every hard filter of SPEC §6.1 inside the scope's postings."""
-        marks = ", ".join("?" for _ in request.terms)
-        sql = (
-            "SELECT m.id, p.term, p.tf, p.length, m.confidence, m.updated_at, m.tokens "
-            "FROM postings AS p JOIN memories AS m ON m.rowid = p.item "
-            f"WHERE p.scope = ? AND p.term IN ({marks}) "
-            "AND m.tenant_id = ? AND m.agent_id = ? AND m.purpose = ? "
-            "AND m.status = 'active' AND m.expires_at > ?"
-        )
-        params: list[Any] = [
-            scope,
-            *request.terms,
-            request.tenant_id,
-            request.agent_id,
-            request.purpose,
-            to_micros(request.now),
-        ]
-        if request.subject_id is not None:
-            sql += " AND m.subject_id = ?"
-            params.append(request.subject_id)
-        if request.kinds is not None:
-            kinds = sorted(kind.value for kind in request.kinds)
-            sql += f" AND m.kind IN ({', '.join('?' for _ in kinds)})"
-            params += kinds
-        return sql, params
+    def _frequency(self, scope: int, generation: int, term: int) -> int:
+        """Document frequency, cached until the scope's postings change (its generation)."""
+        key = (scope, term)
+        cached = self._frequencies.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        count = document_frequency(self._query, scope, term)
+        if len(self._frequencies) > 100_000:
+            self._frequencies.clear()
+        self._frequencies[key] = (generation, count)
+        return count
 
     def explain(self, sql: str, params: Sequence[Any]) -> list[str]:
         """The query plan SQLite chooses (used by the tests that assert scoped access)."""
@@ -713,7 +675,9 @@ class SQLiteStore:
                 conn.execute("DELETE FROM postings WHERE scope = ?", (scope,))
                 conn.execute("DELETE FROM search_docs WHERE scope = ?", (scope,))
                 conn.execute(
-                    "UPDATE scopes SET documents = 0, total_length = 0 WHERE id = ?", (scope,)
+                    "UPDATE scopes SET documents = 0, total_length = 0, "
+                    "generation = generation + 1 WHERE id = ?",
+                    (scope,),
                 )
             conn.execute("DELETE FROM memories WHERE tenant_id = ?", (tenant_id,))
             new_scopes: dict[tuple[str, str, str], int] = {}

@@ -67,6 +67,7 @@ CREATE TABLE scopes (
     purpose      TEXT    NOT NULL,
     documents    INTEGER NOT NULL DEFAULT 0,
     total_length INTEGER NOT NULL DEFAULT 0,
+    generation   INTEGER NOT NULL DEFAULT 0,  -- +1 on every change of the scope's postings
     UNIQUE (tenant_id, agent_id, purpose)
 );
 CREATE TABLE search_docs (
@@ -75,12 +76,17 @@ CREATE TABLE search_docs (
     length INTEGER NOT NULL,
     terms  BLOB    NOT NULL
 );
+-- Each posting carries the item's length, confidence and last change so a search can
+-- bound and order an item's score from the posting alone (postings are rewritten
+-- whenever their item changes, so these copies are never stale).
 CREATE TABLE postings (
-    scope  INTEGER NOT NULL,
-    term   INTEGER NOT NULL,
-    item   INTEGER NOT NULL,
-    tf     INTEGER NOT NULL,
-    length INTEGER NOT NULL,
+    scope      INTEGER NOT NULL,
+    term       INTEGER NOT NULL,
+    item       INTEGER NOT NULL,
+    tf         INTEGER NOT NULL,
+    length     INTEGER NOT NULL,
+    confidence REAL    NOT NULL,
+    updated_at INTEGER NOT NULL,
     PRIMARY KEY (scope, term, item)
 ) WITHOUT ROWID;
 

@@ -1,0 +1,207 @@
+"""Scoped search over SQLite postings: hard filters in SQL, exact top-k without full scans.
+
+Postings are keyed ``(scope, term, item)``, so every query starts inside one
+(tenant, agent, purpose) scope and never reads another scope's rows. Within a large scope a
+common term can have tens of thousands of postings; shipping them all to Python would cost
+a second. Instead each round asks SQLite for the ``M`` best postings of each query term by
+*term part + confidence + recency* (computed in SQL with the core's formula), scores the
+union exactly in Python, and stops when the ``want``-th best score beats the bound on any
+item not yet seen (:func:`governed_memory.core.retrieval.unseen_bound`); otherwise ``M``
+grows. Small scopes and subject-filtered searches read their few matches directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from governed_memory.core.retrieval import (
+    CONFIDENCE_WEIGHT,
+    K1,
+    RECENCY_HALF_LIFE_DAYS,
+    RECENCY_WEIGHT,
+    B,
+    Candidate,
+    ScopeStatistics,
+    idf,
+    rank,
+    term_upper_bound,
+    unseen_bound,
+)
+from governed_memory.core.values import from_micros, to_micros
+from governed_memory.ports import SearchMatches, SearchRequest
+
+Query = Callable[[str, Sequence[Any]], list[Any]]
+
+CHUNK = 500
+FIRST_ROUND = 32
+_HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000
+
+# One term's postings, best first by the part of the score they can tell on their own.
+_TOP = (
+    "SELECT item, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
+    " + ? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?) AS value"
+    " FROM postings WHERE scope = ? AND term = ? ORDER BY value DESC LIMIT ?"
+)
+
+
+def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
+    for start in range(0, len(values), CHUNK):
+        yield values[start : start + CHUNK]
+
+
+class ScopedSearch:
+    """One search against one scope, with the store's read function."""
+
+    def __init__(self, query: Query, request: SearchRequest, scope: int) -> None:
+        self.query = query
+        self.request = request
+        self.scope = scope
+        self.now = to_micros(request.now)
+        self.known: dict[int, Candidate | None] = {}
+
+    def run(self, statistics: ScopeStatistics) -> SearchMatches:
+        terms = [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
+        if not terms:
+            return SearchMatches(statistics, [])
+        if self.request.subject_id is not None:
+            self._collect(self._subject_items())
+            return SearchMatches(statistics, self._candidates())
+        want = self.request.want
+        if want is None or sum(statistics.document_frequency[t] for t in terms) <= 4 * FIRST_ROUND:
+            self._collect(self._all_items(terms))
+            return SearchMatches(statistics, self._candidates())
+        return self._top(statistics, terms, want)
+
+    def _top(self, statistics: ScopeStatistics, terms: list[int], want: int) -> SearchMatches:
+        weights = {t: idf(statistics.documents, statistics.document_frequency[t]) for t in terms}
+        uppers = {t: term_upper_bound(w) for t, w in weights.items()}
+        average = statistics.average_length
+        size = max(FIRST_ROUND, 4 * want)
+        while True:
+            lasts: dict[int, float] = {}
+            seen: list[int] = []
+            for term in terms:
+                rows = self.query(
+                    _TOP,
+                    (
+                        weights[term],
+                        K1 + 1.0,
+                        K1,
+                        1.0 - B,
+                        B,
+                        average,
+                        CONFIDENCE_WEIGHT,
+                        RECENCY_WEIGHT,
+                        self.now,
+                        _HALF_LIFE_MICROS,
+                        self.scope,
+                        term,
+                        size,
+                    ),
+                )
+                seen.extend(row[0] for row in rows)
+                if len(rows) == size and statistics.document_frequency[term] > size:
+                    lasts[term] = rows[-1][1]
+            self._collect(seen)
+            candidates = self._candidates()
+            if not lasts:
+                return SearchMatches(statistics, candidates)
+            ranked = rank(candidates, statistics, terms, self.request.now)
+            if len(ranked) >= want:
+                threshold = ranked[want - 1].score
+                if threshold > unseen_bound(lasts, uppers) + 1e-9:
+                    return SearchMatches(statistics, candidates, complete=False)
+            size *= 4
+
+    def _subject_items(self) -> list[int]:
+        rows = self.query(
+            "SELECT rowid FROM memories WHERE tenant_id = ? AND subject_id = ? "
+            "AND agent_id = ? AND purpose = ? AND status = 'active'",
+            (
+                self.request.tenant_id,
+                self.request.subject_id,
+                self.request.agent_id,
+                self.request.purpose,
+            ),
+        )
+        return [row[0] for row in rows]
+
+    def _all_items(self, terms: list[int]) -> list[int]:
+        marks = ", ".join("?" for _ in terms)
+        rows = self.query(
+            f"SELECT DISTINCT item FROM postings WHERE scope = ? AND term IN ({marks})",
+            (self.scope, *terms),
+        )
+        return [row[0] for row in rows]
+
+    def _collect(self, items: Iterable[int]) -> None:
+        """Materialize not-yet-known items: hard filters, then their term frequencies."""
+        new = sorted({item for item in items if item not in self.known})
+        if not new:
+            return
+        request = self.request
+        terms = list(dict.fromkeys(request.terms))
+        term_marks = ", ".join("?" for _ in terms)
+        kinds = sorted(kind.value for kind in request.kinds) if request.kinds else []
+        for chunk in _chunks(new):
+            marks = ", ".join("?" for _ in chunk)
+            sql = (
+                "SELECT rowid, id, confidence, updated_at, tokens FROM memories "
+                # The unary + keeps the planner on rowid lookups: the scope's items are
+                # known, and a tenant-wide index would read every item of the tenant.
+                f"WHERE rowid IN ({marks}) AND +tenant_id = ? AND +agent_id = ? "
+                "AND +purpose = ? AND +status = 'active' AND +expires_at > ?"
+            )
+            params: list[Any] = [
+                *chunk,
+                request.tenant_id,
+                request.agent_id,
+                request.purpose,
+                self.now,
+            ]
+            if request.subject_id is not None:
+                sql += " AND +subject_id = ?"
+                params.append(request.subject_id)
+            if kinds:
+                sql += f" AND +kind IN ({', '.join('?' for _ in kinds)})"
+                params += kinds
+            eligible = {row[0]: row for row in self.query(sql, params)}
+            frequencies: dict[int, dict[int, int]] = {}
+            lengths: dict[int, int] = {}
+            if eligible:
+                keys = sorted(eligible)
+                item_marks = ", ".join("?" for _ in keys)
+                for item, term, tf, length in self.query(
+                    "SELECT item, term, tf, length FROM postings WHERE scope = ? "
+                    f"AND term IN ({term_marks}) AND item IN ({item_marks})",
+                    (self.scope, *terms, *keys),
+                ):
+                    frequencies.setdefault(item, {})[term] = tf
+                    lengths[item] = length
+            for item in chunk:
+                row = eligible.get(item)
+                if row is None or item not in frequencies:
+                    self.known[item] = None  # filtered out, or matches no query term
+                    continue
+                _, memory_id, confidence, updated_at, tokens = row
+                self.known[item] = Candidate(
+                    memory_id,
+                    frequencies[item],
+                    lengths[item],
+                    confidence,
+                    from_micros(updated_at),
+                    tokens,
+                )
+
+    def _candidates(self) -> list[Candidate]:
+        return [c for c in self.known.values() if c is not None]
+
+
+def document_frequency(query: Query, scope: int, term: int) -> int:
+    """How many searchable items of the scope contain the term (an index-only count)."""
+    (count,) = query("SELECT count(*) FROM postings WHERE scope = ? AND term = ?", (scope, term))[0]
+    return int(count)
+
+
+__all__ = ["ScopedSearch", "document_frequency"]
