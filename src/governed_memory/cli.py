@@ -23,6 +23,7 @@ from governed_memory.config import Settings, load_settings
 from governed_memory.core.values import Trust, enum_value
 from governed_memory.errors import GovernedMemoryError
 from governed_memory.factory import open_store
+from governed_memory.mcp_server import add_command as add_mcp_command
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 
@@ -346,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("file", metavar="FILE", help="file, or - for stdin")
     command(commands, "migrate", cmd_migrate, "Apply pending schema migrations.")
+    add_mcp_command(commands)
     return parser
 
 
@@ -375,3 +377,7 @@ def _fail(message: str) -> int:
 
 
 __all__ = ["build_parser", "main"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,8 +65,12 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             kind, _, tb = record.exc_info
             entry["error_type"] = kind.__name__
-            # Frames only: the exception's message may quote the input that caused it.
-            entry["traceback"] = "".join(traceback.format_tb(tb))
+            # Frames only, without source lines: the exception's message may quote the
+            # input that caused it.
+            entry["traceback"] = [
+                f"{frame.filename}:{frame.lineno} in {frame.name}"
+                for frame in traceback.extract_tb(tb)
+            ]
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
