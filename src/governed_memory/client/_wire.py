@@ -57,8 +57,9 @@ TYPE_PREFIX = "urn:gmem:problem:"
 class Call(Generic[T]):
     """One request to the API and the decoder of its successful answer.
 
-    ``retryable`` is true when sending the request twice cannot do anything twice: reads,
-    searches, and mutating calls that carry an idempotency key. ``ok`` lists the statuses
+    :attr:`retryable` is true when sending the request twice cannot do anything twice:
+    reads, ``safe`` calls such as a search, and mutating calls that carry an idempotency
+    key. ``ok`` lists the statuses
     that ``decode`` reads instead of raising (``/health/ready`` answers 503 when not ready).
     ``memory_id`` and ``expected_version`` rebuild a :class:`VersionConflict` faithfully.
     """
@@ -69,10 +70,14 @@ class Call(Generic[T]):
     json: Any = None
     params: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
-    retryable: bool = True
+    safe: bool = False
     ok: frozenset[int] = field(default_factory=frozenset)
     memory_id: str | None = None
     expected_version: int | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.safe or self.method == "GET" or self.idempotency_key is not None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -200,7 +205,7 @@ def quarantine_call(
 
 def search_call(body: Mapping[str, Any]) -> Call[SearchResult]:
     # A search changes nothing, so it is safe to send again although it is a POST.
-    return Call("POST", "/v1/search", decode_search, json=dict(body))
+    return Call("POST", "/v1/search", decode_search, json=dict(body), safe=True)
 
 
 def search_body(
