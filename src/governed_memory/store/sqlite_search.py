@@ -12,6 +12,7 @@ grows. Small scopes and subject-filtered searches read their few matches directl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from governed_memory.core.retrieval import (
     K1,
     RECENCY_HALF_LIFE_DAYS,
     RECENCY_WEIGHT,
+    STATIC_MAX,
     B,
     Candidate,
     ScopeStatistics,
@@ -74,45 +76,71 @@ class ScopedSearch:
         return self._top(statistics, terms, want)
 
     def _top(self, statistics: ScopeStatistics, terms: list[int], want: int) -> SearchMatches:
+        """Threshold algorithm over the essential terms; the others are only probed.
+
+        Terms are taken rarest first (largest possible contribution). Only the terms in
+        the essential prefix have their postings lists read; every candidate is scored
+        exactly on all query terms. An item seen in no list can score at most the
+        threshold-algorithm bound over the essential lists plus the caps of the other
+        terms (or, holding none of the essential terms, the static maximum plus those
+        caps). Once the ``want``-th exact score beats that bound, no unseen item can
+        enter the top ``want``.
+        """
         weights = {t: idf(statistics.documents, statistics.document_frequency[t]) for t in terms}
         uppers = {t: term_upper_bound(w) for t, w in weights.items()}
-        average = statistics.average_length
-        size = max(FIRST_ROUND, 4 * want)
+        order = sorted(terms, key=lambda t: (-uppers[t], t))
+        essential, size = 1, max(FIRST_ROUND, 4 * want)
         while True:
-            lasts: dict[int, float] = {}
-            seen: list[int] = []
-            for term in terms:
-                rows = self.query(
-                    _TOP,
-                    (
-                        weights[term],
-                        K1 + 1.0,
-                        K1,
-                        1.0 - B,
-                        B,
-                        average,
-                        CONFIDENCE_WEIGHT,
-                        RECENCY_WEIGHT,
-                        self.now,
-                        _HALF_LIFE_MICROS,
-                        self.scope,
-                        term,
-                        size,
-                    ),
-                )
-                seen.extend(row[0] for row in rows)
-                if len(rows) == size and statistics.document_frequency[term] > size:
-                    lasts[term] = rows[-1][1]
-            self._collect(seen)
-            candidates = self._candidates()
-            if not lasts:
-                return SearchMatches(statistics, candidates)
-            ranked = rank(candidates, statistics, terms, self.request.now)
-            if len(ranked) >= want:
-                threshold = ranked[want - 1].score
-                if threshold > unseen_bound(lasts, uppers) + 1e-9:
-                    return SearchMatches(statistics, candidates, complete=False)
-            size *= 4
+            lasts = self._read_lists(statistics, order[:essential], weights, size)
+            ranked = rank(self._candidates(), statistics, terms, self.request.now)
+            rest = sum(uppers[t] for t in order[essential:])
+            bounds = [unseen_bound(lasts, uppers) + rest] if lasts else []
+            if essential < len(order):
+                bounds.append(STATIC_MAX + rest)
+            if not bounds:
+                return SearchMatches(statistics, self._candidates())  # everything was read
+            threshold = ranked[want - 1].score if len(ranked) >= want else -math.inf
+            if threshold > max(bounds) + 1e-9:
+                return SearchMatches(statistics, self._candidates(), complete=False)
+            if essential < len(order) and (not lasts or threshold <= STATIC_MAX + rest + 1e-9):
+                essential += 1  # items holding only the other terms could still compete
+            else:
+                size *= 4
+
+    def _read_lists(
+        self,
+        statistics: ScopeStatistics,
+        terms: list[int],
+        weights: dict[int, float],
+        size: int,
+    ) -> dict[int, float]:
+        """Read the top ``size`` postings of each term; the last value of unfinished lists."""
+        lasts: dict[int, float] = {}
+        seen: list[int] = []
+        for term in terms:
+            rows = self.query(
+                _TOP,
+                (
+                    weights[term],
+                    K1 + 1.0,
+                    K1,
+                    1.0 - B,
+                    B,
+                    statistics.average_length,
+                    CONFIDENCE_WEIGHT,
+                    RECENCY_WEIGHT,
+                    self.now,
+                    _HALF_LIFE_MICROS,
+                    self.scope,
+                    term,
+                    size,
+                ),
+            )
+            seen.extend(row[0] for row in rows)
+            if len(rows) == size and statistics.document_frequency[term] > size:
+                lasts[term] = rows[-1][1]
+        self._collect(seen)
+        return lasts
 
     def _subject_items(self) -> list[int]:
         rows = self.query(
