@@ -38,6 +38,7 @@ SERVER_FIELDS = (
     "log_level",
 )
 TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
+SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, "metrics_enabled")
 
 
 class CommandError(Exception):
@@ -55,20 +56,33 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+METAVARS = {
+    "data_dir": "DIR",
+    "database_url": "URL",
+    "sqlite_synchronous": "FULL|NORMAL",
+    "host": "HOST",
+    "port": "PORT",
+    "rate_limit_requests": "N",
+    "max_body_bytes": "BYTES",
+    "log_level": "LEVEL",
+}
+
+
 def _add_settings(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
     """One flag per setting, mirroring its GMEM_* variable (left unset: env or default)."""
     group = parser.add_argument_group("settings (each flag mirrors its GMEM_* variable)")
     group.add_argument("--config", metavar="FILE", help="a KEY=value settings file")
     for field in fields:
-        info = Settings.model_fields[field]
-        default = info.default
-        variable = "GMEM_" + field.upper()
-        group.add_argument(
-            _flag(field),
-            dest=field,
-            metavar=field.split("_")[-1].upper() if field.startswith("ttl_") else "VALUE",
-            help=f"{variable} (default: {default})",
-        )
+        default = Settings.model_fields[field].default
+        shown = "unset" if default is None else default
+        text = f"GMEM_{field.upper()} (default: {shown})"
+        if field == "metrics_enabled":
+            group.add_argument(
+                _flag(field), dest=field, action=argparse.BooleanOptionalAction, help=text
+            )
+            continue
+        metavar = METAVARS.get(field, "SECONDS" if field.endswith("seconds") else "VALUE")
+        group.add_argument(_flag(field), dest=field, metavar=metavar, help=text)
 
 
 def _settings(args: argparse.Namespace, fields: Sequence[str]) -> Settings:
@@ -112,7 +126,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from governed_memory.http.server import serve
     from governed_memory.observability import configure_logging
 
-    settings = _settings(args, STORE_FIELDS + SERVER_FIELDS + TTL_FIELDS + ("metrics_enabled",))
+    settings = _settings(args, SERVE_FIELDS)
     configure_logging(settings.log_level)
     app = create_app(settings)
     serve(app, settings.host, settings.port)
@@ -284,15 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
         _add_settings(sub, fields)
         return sub
 
-    all_fields = STORE_FIELDS + SERVER_FIELDS + TTL_FIELDS
-    serve = command(
-        commands, "serve", cmd_serve, "Serve the HTTP API until SIGTERM/SIGINT.", all_fields
-    )
-    serve.add_argument(
-        "--metrics-enabled",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="GMEM_METRICS_ENABLED: serve /metrics (default: true)",
+    command(
+        commands,
+        "serve",
+        cmd_serve,
+        "Serve the HTTP API until SIGTERM/SIGINT.",
+        SERVE_FIELDS,
     )
 
     keys = commands.add_parser("keys", help="Create, list and revoke API keys.")

@@ -1,0 +1,244 @@
+"""The ``gmem`` commands: keys, demo, replay, expire, export, import, migrate, and errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from governed_memory.apikeys import split_token, verify
+from governed_memory.core.values import Scope, Trust
+from governed_memory.factory import open_service, open_store
+from tests.cli.conftest import Gmem
+from tests.support.fakes import FakeClock, body, principal
+
+
+def write_items(data_dir: Path, count: int = 2, clock: FakeClock | None = None) -> list[str]:
+    """Write ``count`` trusted facts into the store in ``data_dir``; return their ids."""
+    service = open_service(data_dir=data_dir, clock=clock)
+    try:
+        writer = principal()
+        return [service.write(writer, body(id=f"m-{n}")).item.id for n in range(count)]
+    finally:
+        service.store.close()
+
+
+def test_keys_create_json_prints_a_working_key(gmem: Gmem, tmp_path: Path) -> None:
+    """--json prints one object with key_id, api_key and the grants; the key authenticates."""
+    run = gmem(
+        *("keys", "create", "--tenant", "acme", "--agents", "support-bot,sales-bot"),
+        *("--scopes", "memory:write,memory:read", "--max-trust", "trusted", "--json"),
+        *("--data-dir", str(tmp_path)),
+    )
+    assert run.status == 0, run.err
+    created = json.loads(run.out)
+    assert created["tenant_id"] == "acme"
+    assert created["agents"] == ["sales-bot", "support-bot"]
+    assert created["scopes"] == ["memory:read", "memory:write"]
+    assert created["max_trust"] == "trusted"
+    key_id, secret = split_token(created["api_key"])
+    assert key_id == created["key_id"]
+    store = open_store(data_dir=tmp_path)
+    try:
+        who = verify(store.api_key(key_id), secret)
+    finally:
+        store.close()
+    assert (who.tenant_id, who.max_trust) == ("acme", Trust.TRUSTED)
+    assert who.scopes == {Scope.MEMORY_WRITE, Scope.MEMORY_READ}
+
+
+def test_keys_create_without_json_shows_the_key_once_with_a_warning(
+    gmem: Gmem, tmp_path: Path
+) -> None:
+    """Without --json the key is printed with a warning to store it; every agent with '*'."""
+    run = gmem(
+        *("keys", "create", "--tenant", "acme", "--agents", "*", "--scopes", "memory:read"),
+        *("--max-trust", "untrusted", "--data-dir", str(tmp_path)),
+    )
+    assert run.status == 0
+    assert run.out.count("gmem_") == 1
+    assert "shown only once" in run.out
+    listed = json.loads(gmem("keys", "list", "--json", "--data-dir", str(tmp_path)).out)
+    assert listed[0]["agents"] == "*"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "field"),
+    [
+        ("--scopes", "memory:everything", "scopes"),
+        ("--max-trust", "verified", "max_trust"),
+        ("--tenant", "Not A Tenant", "tenant_id"),
+        ("--agents", "", "agents"),
+    ],
+)
+def test_keys_create_refuses_bad_grants_in_one_line(
+    gmem: Gmem, tmp_path: Path, flag: str, value: str, field: str
+) -> None:
+    """A bad scope, trust, tenant or agent list is one error line naming the field."""
+    args = {
+        "--tenant": "acme",
+        "--agents": "*",
+        "--scopes": "memory:read",
+        "--max-trust": "trusted",
+    } | {flag: value}
+    run = gmem(
+        "keys", "create", *[x for kv in args.items() for x in kv], "--data-dir", str(tmp_path)
+    )
+    assert run.status == 1
+    assert run.err.count("\n") == 1
+    assert field in run.err
+
+
+def test_keys_list_shows_keys_without_secrets(gmem: Gmem, tmp_path: Path) -> None:
+    """keys list shows each key's id and grants, never the secret; --tenant filters."""
+    tokens = []
+    for tenant in ("acme", "globex"):
+        run = gmem(
+            *("keys", "create", "--tenant", tenant, "--agents", "*", "--scopes", "memory:read"),
+            *("--max-trust", "untrusted", "--name", f"{tenant}-reader", "--json"),
+            *("--data-dir", str(tmp_path)),
+        )
+        tokens.append(json.loads(run.out)["api_key"])
+    run = gmem("keys", "list", "--data-dir", str(tmp_path))
+    assert run.status == 0
+    assert len(run.out.splitlines()) == 2
+    for token in tokens:
+        key_id, secret = split_token(token)
+        assert key_id in run.out
+        assert secret not in run.out
+    only = gmem("keys", "list", "--tenant", "globex", "--data-dir", str(tmp_path))
+    assert [line.split()[1] for line in only.out.splitlines()] == ["globex"]
+
+
+def test_keys_revoke_stops_a_key(gmem: Gmem, tmp_path: Path) -> None:
+    """A revoked key is listed as revoked and no longer authenticates."""
+    created = json.loads(
+        gmem(
+            *("keys", "create", "--tenant", "acme", "--agents", "*", "--scopes", "memory:read"),
+            *("--max-trust", "untrusted", "--json", "--data-dir", str(tmp_path)),
+        ).out
+    )
+    run = gmem("keys", "revoke", created["key_id"], "--data-dir", str(tmp_path))
+    assert run.status == 0
+    listed = json.loads(gmem("keys", "list", "--json", "--data-dir", str(tmp_path)).out)
+    assert listed[0]["revoked_at"] is not None
+
+
+def test_keys_revoke_of_an_unknown_id_fails_in_one_line(gmem: Gmem, tmp_path: Path) -> None:
+    """Revoking a key that does not exist is an error, not a silent success."""
+    run = gmem("keys", "revoke", "0123456789abcdef", "--data-dir", str(tmp_path))
+    assert run.status == 1
+    assert run.err == "gmem: error: no API key with id '0123456789abcdef'\n"
+
+
+def test_demo_walks_the_lifecycle_over_http(
+    gmem: Gmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """demo prints the eight steps of the walkthrough and leaves nothing behind."""
+    monkeypatch.chdir(tmp_path)
+    run = gmem("demo")
+    assert run.status == 0, run.err
+    lines = run.out.splitlines()
+    steps = [line for line in lines if line[:2] in {f"{n}." for n in range(1, 9)}]
+    assert len(steps) == 8
+    assert "is active" in steps[0]
+    assert "is quarantined" in steps[1]
+    assert steps[2].endswith("1 result(s)")
+    assert "verified" in steps[3]
+    assert steps[4].endswith("2 result(s)")
+    assert "2 item(s) deleted" in steps[5]
+    assert steps[6].endswith("0 result(s)")
+    assert steps[7].endswith("200")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_verify_is_clean_on_a_healthy_store(gmem: Gmem, tmp_path: Path) -> None:
+    """replay --verify rebuilds from the log and finds no difference."""
+    write_items(tmp_path)
+    run = gmem("replay", "--verify", "--data-dir", str(tmp_path))
+    assert run.status == 0
+    assert "replay clean: 2 event(s), 2 item(s)" in run.out
+
+
+def test_replay_verify_fails_on_a_tampered_projection(gmem: Gmem, tmp_path: Path) -> None:
+    """A projection row that no longer matches the log makes replay --verify exit 1."""
+    write_items(tmp_path)
+    with sqlite3.connect(tmp_path / "gmem.sqlite3") as conn:
+        conn.execute("UPDATE memories SET confidence = 0.123 WHERE id = 'm-0'")
+    run = gmem("replay", "--verify", "--data-dir", str(tmp_path))
+    assert run.status == 1
+    assert "m-0" in run.out
+    assert run.err == "gmem: error: replay found 1 difference(s)\n"
+    rebuilt = gmem("replay", "--data-dir", str(tmp_path))
+    assert rebuilt.status == 0
+    assert gmem("replay", "--verify", "--data-dir", str(tmp_path)).status == 0
+
+
+def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:
+    """expire appends memory.expired for each item whose TTL has run out, and counts them."""
+    past = FakeClock(datetime.now(UTC) - timedelta(days=800))
+    write_items(tmp_path, count=2, clock=past)
+    run = gmem("expire", "--data-dir", str(tmp_path))
+    assert run.status == 0
+    assert run.out.strip() == "expired 2 item(s)"
+    assert gmem("expire", "--data-dir", str(tmp_path)).out.strip() == "expired 0 item(s)"
+
+
+def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
+    """An export imported into an empty store with the same master key reproduces it."""
+    source, target = tmp_path / "source", tmp_path / "target"
+    write_items(source, count=3)
+    export = tmp_path / "log.jsonl"
+    run = gmem("export", "--output", str(export), "--data-dir", str(source))
+    assert run.status == 0
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    assert [r["record"] for r in records].count("event") == 3
+    assert body()["content"] not in export.read_text()  # content stays sealed
+    target.mkdir()
+    (target / "master.key").write_bytes((source / "master.key").read_bytes())
+    run = gmem("import", str(export), "--data-dir", str(target))
+    assert run.status == 0, run.err
+    assert "imported 3 event(s)" in run.out
+    service = open_service(data_dir=target)
+    try:
+        assert service.get(principal(), "m-2").content == body()["content"]
+    finally:
+        service.store.close()
+    again = gmem("import", str(export), "--data-dir", str(target))
+    assert again.status == 1
+    assert again.err.startswith("gmem: error: import needs an empty store")
+
+
+def test_import_of_a_missing_file_fails_in_one_line(gmem: Gmem, tmp_path: Path) -> None:
+    """A file that does not exist is one error line naming it."""
+    run = gmem("import", str(tmp_path / "missing.jsonl"), "--data-dir", str(tmp_path))
+    assert run.status == 1
+    assert run.err.count("\n") == 1
+    assert "missing.jsonl" in run.err
+
+
+def test_migrate_reports_the_schema_version(gmem: Gmem, tmp_path: Path) -> None:
+    """migrate applies pending migrations and says the schema is up to date."""
+    run = gmem("migrate", "--data-dir", str(tmp_path))
+    assert run.status == 0
+    assert run.out.startswith("schema up to date (schema version ")
+    assert (tmp_path / "gmem.sqlite3").exists()
+
+
+def test_database_url_selects_an_explicit_sqlite_file(gmem: Gmem, tmp_path: Path) -> None:
+    """--database-url sqlite:///path puts the store in that file."""
+    path = tmp_path / "elsewhere.db"
+    run = gmem("migrate", "--database-url", f"sqlite:///{path}")
+    assert run.status == 0
+    assert path.exists()
+
+
+def test_a_usage_error_is_one_line_with_status_2(gmem: Gmem) -> None:
+    """A missing required flag is one line on stderr and status 2."""
+    run = gmem("keys", "create", "--tenant", "acme")
+    assert run.status == 2
+    assert run.err.count("\n") == 1
+    assert run.err.startswith("gmem keys create: error:")
