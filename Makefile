@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/python -m governed_memory.demo --data-dir ./gmem-data
+	$(BIN)/gmem serve --data-dir ./gmem-data
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

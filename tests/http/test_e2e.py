@@ -57,9 +57,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(data_dir: Path, log: Path) -> Iterator[httpx.Client]:
+def serving(data_dir: Path, log: Path, port: int | None = None) -> Iterator[httpx.Client]:
     """``gmem serve`` on a free port, logging to ``log``; SIGTERM and wait on exit."""
-    port = free_port()
+    port = port or free_port()
     with log.open("ab") as sink:
         process = subprocess.Popen(
             [GMEM, "serve", "--data-dir", str(data_dir), "--port", str(port)],
