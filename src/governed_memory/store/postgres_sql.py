@@ -1,0 +1,138 @@
+"""The SQL of the PostgreSQL store's hot paths: every value travels as a parameter.
+
+psycopg prepares each of these on a connection after a few executions, so the server
+plans them once per connection rather than once per write.
+"""
+
+from __future__ import annotations
+
+from governed_memory.codec import API_KEY_COLUMNS, ITEM_COLUMNS
+
+COLUMNS = ", ".join(ITEM_COLUMNS)
+ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+API_KEY_SELECT = f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys"
+EVENT_FIELDS = (
+    "event_id",
+    "type",
+    "tenant_id",
+    "memory_id",
+    "subject_id",
+    "version",
+    "occurred_at",
+    "actor",
+    "idempotency_key",
+    "schema_version",
+    "payload",
+)
+EVENT_COLUMNS = "position, " + ", ".join(EVENT_FIELDS)
+EVENT_VALUES = ", ".join(f"%({name})s" for name in EVENT_FIELDS)
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+GET_ITEM = ITEM_SELECT + " WHERE tenant_id = %(tenant)s AND id = %(id)s"
+GET_VERSION = "SELECT version FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
+GET_KEY_ID = (
+    "SELECT key_id FROM subject_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
+)
+GET_SUBJECT_KEY = (
+    "SELECT key_id, wrapped FROM subject_keys "
+    "WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
+)
+GET_IDEMPOTENCY = (
+    "SELECT fingerprint, result, position FROM idempotency "
+    "WHERE tenant_id = %(tenant)s AND key = %(key)s"
+)
+EVENTS_AFTER = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE position > %(after)s "
+    "ORDER BY position LIMIT %(limit)s"
+)
+TENANT_EVENTS_AFTER = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE tenant_id = %(tenant)s "
+    "AND position > %(after)s ORDER BY position LIMIT %(limit)s"
+)
+# Scope statistics and the document frequency of each query term, in one statement.
+SCOPE_STATISTICS = (
+    "SELECT s.id, s.documents, s.total_length, t.term, "
+    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term) "
+    "FROM scopes AS s CROSS JOIN unnest(%(terms)s::bigint[]) AS t (term) "
+    "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
+)
+
+# -- writes ---------------------------------------------------------------------------------
+
+# Under the write lock the next position is the current maximum plus one: positions are
+# gapless, and a batch rolled back leaves no hole.
+_NEXT_POSITION = "(SELECT coalesce(max(position), 0) + 1 FROM events)"
+INSERT_EVENT = (
+    f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_NEXT_POSITION}, {EVENT_VALUES}) "
+    "RETURNING position"
+)
+# The first statement of a batch, as the SQLite store checks the key first; the batch's
+# first event takes the next position, since the write lock is held.
+INSERT_IDEMPOTENCY = (
+    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES "
+    "(%(tenant)s, %(key)s, %(fingerprint)s, %(result)s, "
+    f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
+)
+REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
+# Delete the key, then refuse if an item of the subject is left undeleted (this statement
+# sees the batch's own deletions, made by earlier statements of the transaction).
+DESTROY_KEY = (
+    "WITH gone AS (DELETE FROM subject_keys WHERE tenant_id = %(tenant)s "
+    "AND subject_id = %(subject)s) "
+    "SELECT gm_require(NOT EXISTS (SELECT 1 FROM memories WHERE tenant_id = %(tenant)s "
+    "AND subject_id = %(subject)s AND status <> 'deleted'), 'subject_changed')"
+)
+
+# A new item is a plain INSERT: the unique constraint on (tenant_id, id) refuses it when the
+# id exists. A change is an UPDATE guarded by the version it was decided on; matching no
+# row fails the guard.
+_INSERT_ITEM = (
+    f"INSERT INTO memories ({COLUMNS}) VALUES ("
+    + ", ".join(f"%({c})s" for c in ITEM_COLUMNS)
+    + ") RETURNING rowid"
+)
+_UPDATE_ITEM = (
+    "UPDATE memories SET "
+    + ", ".join(f"{c} = %({c})s" for c in ITEM_COLUMNS[2:])
+    + " WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND version = %(expected)s"
+    " RETURNING rowid"
+)
+_GUARD = "SELECT gm_require(EXISTS (SELECT 1 FROM m), 'version')"
+# The postings of a searchable item, its document and its scope's statistics, in the same
+# statement as the item row: one INSERT … SELECT FROM unnest for all the postings.
+_INDEX = (
+    "s AS (INSERT INTO scopes AS s (tenant_id, agent_id, purpose, documents, total_length) "
+    "SELECT %(tenant_id)s, %(agent_id)s, %(purpose)s, 1, %(length)s::integer FROM m "
+    "ON CONFLICT (tenant_id, agent_id, purpose) DO UPDATE SET "
+    "documents = s.documents + 1, total_length = s.total_length + excluded.total_length "
+    "RETURNING id), "
+    "d AS (INSERT INTO search_docs (item, scope, length, terms) "
+    "SELECT m.rowid, s.id, %(length)s, %(terms)s::bigint[] FROM m, s), "
+    "p AS (INSERT INTO postings (scope, term, item, tf, length) "
+    "SELECT s.id, u.term, m.rowid, u.tf, %(length)s FROM m, s, "
+    "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)) "
+)
+WRITE_ITEM = {
+    # (new item, indexed) -> statement
+    (True, False): (_INSERT_ITEM),
+    (True, True): f"WITH m AS ({_INSERT_ITEM}), {_INDEX}SELECT 1",
+    (False, False): f"WITH m AS ({_UPDATE_ITEM}) {_GUARD}",
+    (False, True): f"WITH m AS ({_UPDATE_ITEM}), {_INDEX}{_GUARD}",
+}
+# Before an item changes, its old postings go, and its scope's statistics with them.
+DROP_INDEX = (
+    "WITH d AS (DELETE FROM search_docs WHERE item = "
+    "(SELECT rowid FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s) "
+    "RETURNING item, scope, length, terms), "
+    "p AS (DELETE FROM postings USING d WHERE postings.scope = d.scope "
+    "AND postings.term = ANY (d.terms) AND postings.item = d.item) "
+    "UPDATE scopes SET documents = scopes.documents - 1, "
+    "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope"
+)
+INSERT_SUBJECT_KEY = (
+    "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
+    "VALUES (%(tenant)s, %(subject)s, %(key_id)s, %(wrapped)s) "
+    "ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
