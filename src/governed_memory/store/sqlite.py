@@ -427,13 +427,14 @@ class SQLiteStore:
         if index is None:
             return
         item = change.item
-        updated_at = to_micros(item.updated_at)
+        updated_at, expires = to_micros(item.updated_at), to_micros(item.expires_at)
+        kind = item.kind.value
         scope = self._scope_id(conn, item, new_scopes)
         conn.executemany(
-            "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at, "
+            "expires_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (scope, term, rowid, tf, index.length, item.confidence, updated_at)
+                (scope, term, rowid, tf, index.length, item.confidence, updated_at, expires, kind)
                 for term, tf in index.terms.items()
             ],
         )

@@ -26,7 +26,6 @@ from governed_memory.core.retrieval import (
     Candidate,
     ScopeStatistics,
     idf,
-    rank,
     term_upper_bound,
     unseen_bound,
 )
@@ -39,11 +38,13 @@ CHUNK = 500
 FIRST_ROUND = 32
 _HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000
 
-# One term's postings, best first by the part of the score they can tell on their own.
+# One term's eligible postings, best first by term part + static part (confidence and
+# recency), both computed with the core's formulas; the static part is returned too.
+_STATIC = "(? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?))"
 _TOP = (
-    "SELECT item, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
-    " + ? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?) AS value"
-    " FROM postings WHERE scope = ? AND term = ? ORDER BY value DESC LIMIT ?"
+    f"SELECT item, {_STATIC} AS static, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
+    f" + {_STATIC} AS value"
+    " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
 )
 
 
@@ -76,36 +77,62 @@ class ScopedSearch:
         return self._top(statistics, terms, want)
 
     def _top(self, statistics: ScopeStatistics, terms: list[int], want: int) -> SearchMatches:
-        """Threshold algorithm over the essential terms; the others are only probed.
+        """Threshold algorithm over the essential terms, scoring in bounds, not in full.
 
-        Terms are taken rarest first (largest possible contribution). Only the terms in
-        the essential prefix have their postings lists read; every candidate is scored
-        exactly on all query terms. An item seen in no list can score at most the
-        threshold-algorithm bound over the essential lists plus the caps of the other
-        terms (or, holding none of the essential terms, the static maximum plus those
-        caps). Once the ``want``-th exact score beats that bound, no unseen item can
-        enter the top ``want``.
+        Terms are taken rarest first (largest possible contribution); only the essential
+        prefix has its postings lists read, best first. A list row tells an item's
+        static part and that term's part, so every seen item has a lower bound (what is
+        known) and an upper bound (plus, for each term not seen with it, what that term
+        could still add). An unseen item is bounded by the threshold-algorithm bound over
+        the unfinished lists plus the caps of the other terms. Once the ``want``-th best
+        lower bound beats every unseen item, only the seen items whose upper bound
+        reaches that threshold can be in the top ``want``: those are scored exactly.
         """
         weights = {t: idf(statistics.documents, statistics.document_frequency[t]) for t in terms}
         uppers = {t: term_upper_bound(w) for t, w in weights.items()}
         order = sorted(terms, key=lambda t: (-uppers[t], t))
         essential, size = 1, max(FIRST_ROUND, 4 * want)
         while True:
-            lasts = self._read_lists(statistics, order[:essential], weights, size)
-            ranked = rank(self._candidates(), statistics, terms, self.request.now)
+            read = order[:essential]
+            lasts, seen = self._read_lists(statistics, read, weights, size)
             rest = sum(uppers[t] for t in order[essential:])
             bounds = [unseen_bound(lasts, uppers) + rest] if lasts else []
             if essential < len(order):
                 bounds.append(STATIC_MAX + rest)
-            if not bounds:
-                return SearchMatches(statistics, self._candidates())  # everything was read
-            threshold = ranked[want - 1].score if len(ranked) >= want else -math.inf
+            if not bounds:  # every matching item has been seen
+                self._collect(seen)
+                return SearchMatches(statistics, self._candidates())
+            lower = {item: static + sum(parts.values()) for item, (static, parts) in seen.items()}
+            best = sorted(lower.values(), reverse=True)
+            threshold = best[want - 1] if len(best) >= want else -math.inf
             if threshold > max(bounds) + 1e-9:
+                contenders = [
+                    item
+                    for item, (static, parts) in seen.items()
+                    if lower[item] + rest + self._caps(read, parts, static, lasts, uppers)
+                    >= threshold - 1e-9
+                ]
+                self._collect(contenders)
                 return SearchMatches(statistics, self._candidates(), complete=False)
             if essential < len(order) and (not lasts or threshold <= STATIC_MAX + rest + 1e-9):
                 essential += 1  # items holding only the other terms could still compete
             else:
-                size *= 4
+                size *= 8
+
+    @staticmethod
+    def _caps(
+        read: list[int],
+        parts: dict[int, float],
+        static: float,
+        lasts: dict[int, float],
+        uppers: dict[int, float],
+    ) -> float:
+        """What the read terms an item was not seen with could still add to its score."""
+        cap = 0.0
+        for term in read:
+            if term not in parts and term in lasts:  # absent from a finished list: not held
+                cap += min(uppers[term], max(0.0, lasts[term] - static))
+        return cap
 
     def _read_lists(
         self,
@@ -113,34 +140,45 @@ class ScopedSearch:
         terms: list[int],
         weights: dict[int, float],
         size: int,
-    ) -> dict[int, float]:
-        """Read the top ``size`` postings of each term; the last value of unfinished lists."""
+    ) -> tuple[dict[int, float], dict[int, tuple[float, dict[int, float]]]]:
+        """The top ``size`` eligible postings of each term, gathered per item.
+
+        Returns the last value of every unfinished list, and for each seen item its
+        static part and the term parts seen.
+        """
         lasts: dict[int, float] = {}
-        seen: list[int] = []
+        seen: dict[int, tuple[float, dict[int, float]]] = {}
+        static_params = (CONFIDENCE_WEIGHT, RECENCY_WEIGHT, self.now, _HALF_LIFE_MICROS)
+        kinds = sorted(kind.value for kind in self.request.kinds) if self.request.kinds else []
+        sql = _TOP
+        if kinds:
+            sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+        sql += " ORDER BY value DESC LIMIT ?"
         for term in terms:
-            rows = self.query(
-                _TOP,
-                (
-                    weights[term],
-                    K1 + 1.0,
-                    K1,
-                    1.0 - B,
-                    B,
-                    statistics.average_length,
-                    CONFIDENCE_WEIGHT,
-                    RECENCY_WEIGHT,
-                    self.now,
-                    _HALF_LIFE_MICROS,
-                    self.scope,
-                    term,
-                    size,
-                ),
+            params = (
+                *static_params,
+                weights[term],
+                K1 + 1.0,
+                K1,
+                1.0 - B,
+                B,
+                statistics.average_length,
+                *static_params,
+                self.scope,
+                term,
+                self.now,
+                *kinds,
+                size,
             )
-            seen.extend(row[0] for row in rows)
-            if len(rows) == size and statistics.document_frequency[term] > size:
-                lasts[term] = rows[-1][1]
-        self._collect(seen)
-        return lasts
+            rows = self.query(sql, params)
+            for item, static, value in rows:
+                entry = seen.get(item)
+                if entry is None:
+                    entry = seen[item] = (static, {})
+                entry[1][term] = value - static
+            if len(rows) == size:
+                lasts[term] = rows[-1][2]
+        return lasts, seen
 
     def _subject_items(self) -> list[int]:
         rows = self.query(

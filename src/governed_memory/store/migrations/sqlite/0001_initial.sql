@@ -76,9 +76,9 @@ CREATE TABLE search_docs (
     length INTEGER NOT NULL,
     terms  BLOB    NOT NULL
 );
--- Each posting carries the item's length, confidence and last change so a search can
--- bound and order an item's score from the posting alone (postings are rewritten
--- whenever their item changes, so these copies are never stale).
+-- Each posting carries the item's length, confidence, last change, expiry and kind so a
+-- search can filter, bound and order an item's score from the posting alone (postings
+-- are rewritten whenever their item changes, so these copies are never stale).
 CREATE TABLE postings (
     scope      INTEGER NOT NULL,
     term       INTEGER NOT NULL,
@@ -87,6 +87,8 @@ CREATE TABLE postings (
     length     INTEGER NOT NULL,
     confidence REAL    NOT NULL,
     updated_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    kind       TEXT    NOT NULL,
     PRIMARY KEY (scope, term, item)
 ) WITHOUT ROWID;
 
