@@ -47,6 +47,8 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, 
     "asctime",
     "taskName",
 }
+# uvicorn's terminal colouring of its own messages: noise in JSON.
+_IGNORED_ATTRIBUTES = _STANDARD_ATTRIBUTES | {"color_message"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -60,7 +62,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         for name, value in vars(record).items():
-            if name not in _STANDARD_ATTRIBUTES and not name.startswith("_"):
+            if name not in _IGNORED_ATTRIBUTES and not name.startswith("_"):
                 entry[name] = value
         if record.exc_info and record.exc_info[0] is not None:
             kind, _, tb = record.exc_info

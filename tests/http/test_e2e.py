@@ -120,7 +120,9 @@ def test_walkthrough_over_the_real_server_survives_a_restart(tmp_path: Path) -> 
         assert snapshot(client, auditor, ids) == before
         again = walkthrough(client, keys, lines.append)
         assert again.found == [1, 2, 0]
-    assert "Traceback" not in log.read_text()
+    logged = log.read_text()
+    assert logged.count("Application shutdown complete") == 2  # SIGTERM: graceful, twice
+    assert "Traceback" not in logged
 
 
 def test_a_content_canary_never_reaches_logs_metrics_or_errors(tmp_path: Path) -> None:

@@ -6,13 +6,16 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
 from governed_memory.observability import ACCESS_LOGGER, JsonFormatter
 from governed_memory.worker import ExpiryWorker
 from tests.http.conftest import Api, MakeApi, search_body, write_body
+
+T = TypeVar("T")
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -27,6 +30,17 @@ def metric(text: str, name: str, **labels: str) -> float:
         if metric_name == name and found == wanted:
             return float(value)
     return 0.0
+
+
+def eventually(read: Callable[[], T], ready: Callable[[T], bool] = bool, seconds: float = 5) -> T:
+    """What ``read`` returns once ``ready`` holds: the access log and request metrics are
+    written just after the response is sent, so a fast client can look a moment early."""
+    deadline = time.monotonic() + seconds
+    value = read()
+    while not ready(value) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        value = read()
+    return value
 
 
 @pytest.mark.parametrize("path", ["/health/live", "/health/ready", "/health"])
@@ -67,7 +81,7 @@ def test_http_metrics_use_route_templates_not_paths(api: Api, admin: dict[str, s
     api.write(admin, "secret-looking-id-123")
     api.client.get("/v1/memories/secret-looking-id-123", headers=admin)
     api.client.get("/v1/no/such/route")
-    text = api.client.get("/metrics").text
+    text = eventually(lambda: api.client.get("/metrics").text, lambda t: "unmatched" in t)
     labels = {"method": "GET", "route": "/v1/memories/{id}", "status": "200"}
     assert metric(text, "gmem_http_requests_total", **labels) == 1
     assert metric(text, "gmem_http_requests_total", method="GET", route="unmatched", status="404")
@@ -87,7 +101,7 @@ def test_access_log_has_route_status_duration_and_key_id(
     """Each request logs method, route template, status, duration and key id; no body."""
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     api.client.put("/v1/memories/pref-1", json=write_body(), headers=admin)
-    records = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    records = eventually(lambda: [r for r in caplog.records if r.name == ACCESS_LOGGER])
     assert len(records) == 1
     entry = json.loads(JsonFormatter().format(records[0]))
     assert entry["method"] == "PUT"
@@ -138,6 +152,7 @@ def test_openapi_describes_every_endpoint_with_examples(api: Api) -> None:
     put = spec["paths"]["/v1/memories/{id}"]["put"]
     assert {"200", "201", "409", "422"} <= set(put["responses"])
     assert "application/problem+json" in put["responses"]["409"]["content"]
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert api.client.get("/docs").status_code == 200
 
 

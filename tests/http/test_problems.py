@@ -113,6 +113,16 @@ def test_a_tenant_in_the_body_is_refused(api: Api, admin: dict[str, str]) -> Non
     assert api.service.store.head() == 0
 
 
+def test_a_tenant_in_a_forget_body_is_refused(api: Api, admin: dict[str, str]) -> None:
+    """Forget takes no fields: a body naming a tenant is refused, an empty one is fine."""
+    refused = api.client.post(
+        "/v1/subjects/customer-1/forget", json={"tenant_id": "globex"}, headers=admin
+    )
+    assert assert_problem(refused, 422, "validation")["errors"][0]["field"] == "tenant_id"
+    accepted = api.client.post("/v1/subjects/customer-1/forget", json={}, headers=admin)
+    assert accepted.status_code == 200
+
+
 @pytest.mark.parametrize("param", ["tenant_id", "tenant"])
 def test_a_tenant_in_the_query_is_refused(api: Api, admin: dict[str, str], param: str) -> None:
     """A query parameter naming a tenant is refused."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse, Response
 
 from governed_memory.core.model import MemoryItem, Principal
@@ -18,8 +19,15 @@ from governed_memory.http.problems import PROBLEM_JSON
 from governed_memory.observability import PROMETHEUS_CONTENT_TYPE, Metrics
 from governed_memory.service import MemoryService
 
+# Declares the Bearer scheme in OpenAPI (the "Authorize" button of /docs); the
+# authenticator reads the header itself, so a missing one is our 401, not FastAPI's 403.
+_bearer = HTTPBearer(auto_error=False, description="An API key from `gmem keys create`.")
 
-def _principal(request: Request) -> Principal:
+
+def _principal(
+    request: Request,
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
     principal: Principal = request.app.state.authenticate(request)
     return principal
 
@@ -245,6 +253,7 @@ def forget(
     principal: Auth,
     service: Service,
     request: Request,
+    body: Annotated[s.ForgetBody | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     metrics = _metrics(request)

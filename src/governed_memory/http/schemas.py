@@ -160,6 +160,12 @@ class SearchBody(BaseModel):
     token_budget: int = Field(1000, ge=1, le=32_000)
 
 
+class ForgetBody(BaseModel):
+    """Forget takes no fields; a body, if sent, must be empty (``{}``)."""
+
+    model_config = _REQUEST
+
+
 class ProvenanceOut(BaseModel):
     source: str
     ref: str
@@ -275,6 +281,7 @@ __all__ = [
     "AuditEventOut",
     "CreateBody",
     "EventsOut",
+    "ForgetBody",
     "ForgetOut",
     "HealthOut",
     "HistoryOut",
