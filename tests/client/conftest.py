@@ -62,23 +62,25 @@ class Served:
 MakeServed = Callable[..., Served]
 
 
+def serve_app(
+    directory: Path, stack: ExitStack, *, store: Store | None = None, **overrides: Any
+) -> Served:
+    """Serve the real app over SQLite in ``directory`` (or over ``store``) until ``stack`` ends."""
+    settings = load_settings(data_dir=directory, **overrides)
+    if store is None:
+        # NORMAL: these tests are about the client, not durability.
+        store = SQLiteStore(directory / "gmem.sqlite3", synchronous="NORMAL")
+        stack.callback(store.close)
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)))
+    url = stack.enter_context(running(create_app(settings, service=service)))
+    return Served(url, service, store, stack)
+
+
 @pytest.fixture
 def make_served(tmp_path: Path) -> Iterator[MakeServed]:
     """Serve apps over SQLite (or a given store) in ``tmp_path``; settings may be overridden."""
     with ExitStack() as stack:
-
-        def make(*, store: Store | None = None, **overrides: Any) -> Served:
-            directory = tmp_path / secrets.token_hex(4)
-            settings = load_settings(data_dir=directory, **overrides)
-            if store is None:
-                # NORMAL: these tests are about the client, not durability.
-                store = SQLiteStore(directory / "gmem.sqlite3", synchronous="NORMAL")
-                stack.callback(store.close)
-            service = MemoryService(store, Keyring(secrets.token_bytes(32)))
-            url = stack.enter_context(running(create_app(settings, service=service)))
-            return Served(url, service, store, stack)
-
-        yield make
+        yield lambda **options: serve_app(tmp_path / secrets.token_hex(4), stack, **options)
 
 
 @pytest.fixture
