@@ -23,6 +23,7 @@ from governed_memory.mcp_server.tools import MemoryTools
 log = logging.getLogger("governed_memory.mcp")
 
 NAME = "governed-memory"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 AGENT_INSTRUCTIONS = """\
 Long-term memory with governance. Use `recall` before answering about a subject you may \
@@ -98,7 +99,13 @@ async def _serve_http(server: Server[dict[str, Any]], host: str, port: int) -> N
     config = uvicorn.Config(
         app, host=host, port=port, log_config=None, access_log=False, server_header=False
     )
-    log.warning("MCP streamable HTTP on http://%s:%d/mcp", host, port)
+    if host not in LOOPBACK:
+        # The endpoint has no authentication of its own: it acts with the configured key.
+        log.warning(
+            "serving MCP on %s, beyond this machine: whoever reaches the port acts with the "
+            "API key; put an authenticating proxy in front",
+            host,
+        )
     await uvicorn.Server(config).serve()
 
 
