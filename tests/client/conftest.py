@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,13 @@ class Served:
     service: MemoryService
     store: Store
     stack: ExitStack
+    tenant: str = "acme"
     principals: dict[str, Principal] = field(default_factory=dict)
 
     def key(self, scopes: str = EVERY_SCOPE, *, agents: str = "*", trust: str = "trusted") -> str:
-        """A new API key of tenant acme with these grants."""
+        """A new API key of this test's tenant with these grants."""
         record, token = create_api_key(
-            "acme",
+            self.tenant,
             parse_agents(agents.split(",")),
             parse_scopes(scopes.split(",")),
             Trust(trust),
@@ -83,15 +84,23 @@ def make_served(tmp_path: Path) -> Iterator[MakeServed]:
         yield lambda **options: serve_app(tmp_path / secrets.token_hex(4), stack, **options)
 
 
+@pytest.fixture(scope="module")
+def shared_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One app with default settings per module (tests keep apart by tenant)."""
+    with ExitStack() as stack:
+        yield serve_app(tmp_path_factory.mktemp("app"), stack)
+
+
 @pytest.fixture
-def served(make_served: MakeServed) -> Served:
-    """The app with default settings over a fresh SQLite store."""
-    return make_served()
+def served(shared_app: Served) -> Iterator[Served]:
+    """The shared app, seen through a tenant of this test's own, and clients closed after it."""
+    with ExitStack() as stack:
+        yield replace(shared_app, stack=stack, tenant="t-" + secrets.token_hex(6), principals={})
 
 
 @pytest.fixture
 def client(served: Served) -> Client:
-    """A client with a trusted key of tenant acme holding every memory scope."""
+    """A client with a trusted key of the test's tenant holding every memory scope."""
     return served.client(served.key())
 
 
