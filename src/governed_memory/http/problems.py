@@ -2,8 +2,8 @@
 
 :data:`PROBLEMS` maps each class of the error tree (:mod:`governed_memory.errors`) to its
 status, type and title; the most specific class in an error's MRO wins. HTTP-level
-failures that never reach the service (unknown route, wrong method, malformed JSON, a
-request the schema refuses) use :data:`HTTP_PROBLEMS`. Details carry ids, versions and
+failures that never reach the service (unknown route, wrong method, malformed JSON) are
+turned into errors of the same table, two of them edge-only classes. Details carry ids, versions and
 field names only: the service's messages never quote content, pydantic's messages are
 used without the input they refer to, and an unexpected exception becomes a 500 whose
 body says nothing about it.
@@ -58,33 +58,47 @@ class ProblemType:
         return TYPE_PREFIX + self.slug
 
 
-#: The one table from the error tree to problems (most specific class first is not
-#: required: lookup walks each error's MRO).
+class MalformedRequest(GovernedMemoryError):
+    """The request could not be parsed (e.g. its body is not JSON); HTTP edge only."""
+
+    title = "Malformed request"
+
+
+class MethodNotAllowed(GovernedMemoryError):
+    """The route exists but not with this method; HTTP edge only."""
+
+    title = "Method not allowed"
+
+
+#: The one table from error classes to problems: the error tree, plus the two failures
+#: that exist only at the HTTP edge. Lookup walks each error's MRO, so the most specific
+#: class wins and anything unlisted falls back to the 500 of ``GovernedMemoryError``.
 PROBLEMS: Mapping[type[GovernedMemoryError], ProblemType] = {
-    ValidationError: ProblemType(422, "validation", "Validation failed"),
+    MalformedRequest: ProblemType(400, "malformed-request", "Malformed request"),
     AuthenticationError: ProblemType(401, "unauthenticated", "Authentication required"),
     PermissionDenied: ProblemType(403, "forbidden", "Permission denied"),
     SelfPromotion: ProblemType(403, "self-review", "Self-review is not allowed"),
     NotFound: ProblemType(404, "not-found", "Not found"),
+    MethodNotAllowed: ProblemType(405, "method-not-allowed", "Method not allowed"),
     Conflict: ProblemType(409, "conflict", "Conflict"),
     VersionConflict: ProblemType(409, "version-conflict", "Version conflict"),
     InvalidTransition: ProblemType(409, "invalid-transition", "Invalid status transition"),
     IdempotencyKeyReused: ProblemType(409, "idempotency-key-reused", "Idempotency key reused"),
     PayloadTooLarge: ProblemType(413, "payload-too-large", "Payload too large"),
+    ValidationError: ProblemType(422, "validation", "Validation failed"),
     RateLimited: ProblemType(429, "rate-limited", "Too many requests"),
     StoreUnavailable: ProblemType(503, "unavailable", "Service unavailable"),
     GovernedMemoryError: ProblemType(500, "internal", "Internal server error"),
 }
 
 INTERNAL = PROBLEMS[GovernedMemoryError]
-MALFORMED = ProblemType(400, "malformed-request", "Malformed request")
 
-#: Problems raised by routing and parsing, by HTTP status.
-HTTP_PROBLEMS: Mapping[int, ProblemType] = {
-    400: MALFORMED,
-    404: ProblemType(404, "not-found", "Not found"),
-    405: ProblemType(405, "method-not-allowed", "Method not allowed"),
-    413: PROBLEMS[PayloadTooLarge],
+#: Routing and parsing failures raised by the framework, as errors of the table.
+_HTTP_ERRORS: Mapping[int, GovernedMemoryError] = {
+    400: MalformedRequest("the request could not be parsed"),
+    404: NotFound("no such resource"),
+    405: MethodNotAllowed("this method is not allowed on this resource"),
+    413: PayloadTooLarge("the request body is over the limit"),
 }
 
 
@@ -151,7 +165,7 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
     """400 for a body that is not JSON; 422 listing every offending field otherwise."""
     errors = error.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
-        return problem(MALFORMED, "the request body is not valid JSON")
+        return error_response(MalformedRequest("the request body is not valid JSON"))
     fields = []
     for e in errors:
         field = _field(e.get("loc", ()))
@@ -162,15 +176,14 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
 
 def http_response(error: HTTPException) -> Response:
     """Routing and parsing failures: 404, 405 (with ``Allow``), 400 and the rest."""
-    kind = HTTP_PROBLEMS.get(error.status_code) or ProblemType(
-        error.status_code, f"http-{error.status_code}", "HTTP error"
-    )
-    detail = {
-        404: "no such resource",
-        405: "this method is not allowed on this resource",
-        400: "the request could not be parsed",
-    }.get(error.status_code, kind.title.lower())
-    return problem(kind, detail, headers=dict(error.headers or {}))
+    known = _HTTP_ERRORS.get(error.status_code)
+    headers = dict(error.headers or {})
+    if known is None:  # a status no route raises today; keep it, say nothing more
+        kind = ProblemType(error.status_code, f"http-{error.status_code}", "HTTP error")
+        return problem(kind, "the request failed", headers=headers)
+    response = error_response(known)
+    response.headers.update(headers)
+    return response
 
 
 def install(app: FastAPI, metrics: Metrics | None) -> None:
@@ -227,9 +240,10 @@ class UnexpectedErrorMiddleware:
 
 
 __all__ = [
-    "HTTP_PROBLEMS",
     "PROBLEMS",
     "PROBLEM_JSON",
+    "MalformedRequest",
+    "MethodNotAllowed",
     "ProblemType",
     "UnexpectedErrorMiddleware",
     "error_response",
