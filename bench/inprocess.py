@@ -13,7 +13,6 @@ from bench.naive import NaiveMemory
 from bench.stats import latency_summary, rate, timed_calls
 from bench.workload import Item, Query, Workload
 from governed_memory.core.projection import replay
-from governed_memory.maintenance import rebuild_projection
 from governed_memory.service import MemoryService
 
 # Write figures use items far beyond any loaded range, so their ids never collide.
@@ -118,15 +117,6 @@ def naive_search(naive: NaiveMemory, queries: Sequence[Query]) -> dict[str, floa
 def search_queries(workload: Workload, stored: int, count: int) -> tuple[list[Query], list[Query]]:
     """The timed queries and, from another slice of the stream, the warm-up queries."""
     return workload.queries(count, stored), workload.queries(WARMUP_QUERIES, stored, 10**8)
-
-
-def rebuild(service: MemoryService) -> dict[str, float]:
-    """Events/s of ``maintenance.rebuild_projection`` over the whole log."""
-    events = service.store.head()
-    start = time.perf_counter()
-    items = rebuild_projection(service)
-    seconds = time.perf_counter() - start
-    return {"events": events, "items": items, "seconds": seconds, "events_per_s": events / seconds}
 
 
 def replay_fold(service: MemoryService, cap: int) -> dict[str, float]:

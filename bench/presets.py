@@ -15,7 +15,8 @@ class Preset:
     writes: int  # sequential durable writes (service, naive)
     concurrent_writes: int  # writes shared by the 16 writer threads
     raw_rows: int  # single-row commits per raw limit
-    rebuild_cap: int  # events replayed by the fold-only figure (the rebuild takes all)
+    rebuild_cap: int  # events replayed by the fold-only figure
+    rebuild_seconds: float  # the rebuild (of the whole largest store) stops after this
     http_requests: int  # requests per HTTP figure
     http_store: int  # items preloaded into the HTTP server's store
     loaders: int  # loading processes
@@ -33,6 +34,7 @@ PRESETS = {
         concurrent_writes=64,
         raw_rows=50,
         rebuild_cap=1_000,
+        rebuild_seconds=60,
         http_requests=64,
         http_store=200,
         loaders=1,
@@ -47,6 +49,7 @@ PRESETS = {
         concurrent_writes=3_200,
         raw_rows=3_000,
         rebuild_cap=100_000,
+        rebuild_seconds=60,
         http_requests=4_000,
         http_store=10_000,
         loaders=2,
@@ -61,6 +64,7 @@ PRESETS = {
         concurrent_writes=6_400,
         raw_rows=5_000,
         rebuild_cap=200_000,
+        rebuild_seconds=300,
         http_requests=10_000,
         http_store=10_000,
         loaders=2,
