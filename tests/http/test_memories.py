@@ -330,3 +330,14 @@ def test_ttl_beyond_the_kind_maximum_is_422(api: Api, admin: dict[str, str]) -> 
     response = api.client.post("/v1/memories", json=body, headers=admin)
     assert response.status_code == 422
     assert response.json()["errors"][0]["field"] == "ttl_seconds"
+
+
+def test_integers_beyond_64_bits_are_422_not_500(api: Api, admin: dict[str, str]) -> None:
+    """Numbers no store column can hold are refused at the edge, naming the field."""
+    response = api.client.get(f"/v1/events?after={2**64}", headers=admin)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "after"
+    body = write_body(expected_version=2**64)
+    response = api.client.put("/v1/memories/big", json=body, headers=admin)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "expected_version"

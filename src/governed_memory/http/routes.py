@@ -273,7 +273,7 @@ def forget(
 def events(
     principal: Auth,
     service: Service,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=s.MAX_INT64)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     page = service.events_after(principal, after, limit)

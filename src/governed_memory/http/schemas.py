@@ -15,6 +15,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 ID = r"^[A-Za-z0-9._:-]{1,128}$"
 AGENT = r"^[A-Za-z0-9._:@-]{1,128}$"
 PURPOSE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+#: Integers are bounded by what every store keeps in a 64-bit column.
+MAX_INT64 = 2**63 - 1
 
 KindName = Literal["fact", "preference", "skill", "working_note"]
 TrustName = Literal["untrusted", "trusted", "verified"]
@@ -95,15 +97,17 @@ class WriteBody(BaseModel):
     expires_at: AwareDatetime | None = Field(
         None, strict=False, description="RFC 3339 with offset; not with ttl_seconds."
     )
-    ttl_seconds: int | None = Field(None, ge=1, description="Not with expires_at.")
+    ttl_seconds: int | None = Field(None, ge=1, le=MAX_INT64, description="Not with expires_at.")
     supersedes_id: str | None = Field(None, pattern=ID, description="The item this corrects.")
-    expected_version: int = Field(ge=0, description="0 to create; the current version else.")
+    expected_version: int = Field(
+        ge=0, le=MAX_INT64, description="0 to create; the current version else."
+    )
 
 
 class CreateBody(WriteBody):
     """A write whose id the server generates; ``expected_version`` defaults to 0."""
 
-    expected_version: int = Field(0, ge=0, description="Must be 0 (the item is new).")
+    expected_version: int = Field(0, ge=0, le=MAX_INT64, description="0: the item is new.")
 
 
 class PromoteBody(BaseModel):
@@ -113,7 +117,7 @@ class PromoteBody(BaseModel):
         extra="forbid", strict=True, json_schema_extra={"examples": [{"expected_version": 1}]}
     )
 
-    expected_version: int = Field(ge=0)
+    expected_version: int = Field(ge=0, le=MAX_INT64)
 
 
 class RejectBody(BaseModel):
@@ -127,7 +131,7 @@ class RejectBody(BaseModel):
         },
     )
 
-    expected_version: int = Field(ge=0)
+    expected_version: int = Field(ge=0, le=MAX_INT64)
     reason: str | None = Field(None, min_length=1, max_length=1000)
 
 
