@@ -100,9 +100,10 @@ class Service:
     operator_key: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``gmem serve`` on a free port over a fresh data directory, with three keys."""
+    """``gmem serve`` on a free port over a fresh data directory, with three keys (tests keep
+    apart by subject)."""
     root = tmp_path_factory.mktemp("gmem")
     data_dir, log = root / "data", root / "serve.log"
     keys = {

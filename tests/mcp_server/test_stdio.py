@@ -165,7 +165,12 @@ def test_a_correction_in_quarantine_supersedes_nothing_yet(
                 assert f"recall still returns {old['id']}" in text_of(fix)
                 recall = await agent.call_tool(
                     "recall",
-                    {"agent_id": "support-bot", "purpose": "support", "query": "lives moved"},
+                    {
+                        "agent_id": "support-bot",
+                        "purpose": "support",
+                        "query": "lives moved",
+                        "subject_id": subject,
+                    },
                 )
                 assert [hit["id"] for hit in structured(recall)["items"]] == [old["id"]]
 
