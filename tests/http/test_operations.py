@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from governed_memory.observability import ACCESS_LOGGER, JsonFormatter
+from governed_memory.store.memory import MemoryStore
 from governed_memory.worker import ExpiryWorker
-from tests.http.conftest import Api, MakeApi, search_body, write_body
+from tests.http.conftest import Api, MakeApi, build_api, search_body, write_body
 
 T = TypeVar("T")
 
@@ -201,3 +206,35 @@ def test_the_worker_stops_promptly_and_survives_failures() -> None:
 
     assert asyncio.run(scenario()) < 1
     assert service.calls == 1
+
+
+class SlowStore(MemoryStore):
+    """A memory store whose searches take half a second."""
+
+    def search(self, request: Any) -> Any:
+        time.sleep(0.5)
+        return super().search(request)
+
+
+def test_shutdown_lets_in_flight_requests_finish_and_stops_the_worker(tmp_path: Path) -> None:
+    """A server told to stop mid-request still answers it, then stops the expiry worker."""
+    stack = ExitStack()
+    api = build_api(tmp_path, stack, SlowStore())
+    headers = api.key()
+    answers: list[int] = []
+
+    def slow_search() -> None:
+        with httpx.Client(base_url=str(api.client.base_url), timeout=30) as client:
+            answers.append(
+                client.post("/v1/search", json=search_body(), headers=headers).status_code
+            )
+
+    in_flight = threading.Thread(target=slow_search)
+    in_flight.start()
+    time.sleep(0.2)  # the search is now inside the store
+    stack.close()  # the server begins its graceful shutdown and waits for it
+    in_flight.join(timeout=10)
+    assert answers == [200]
+    worker = api.app.state.worker
+    assert worker.runs >= 1
+    assert worker._task is None
