@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -179,3 +180,23 @@ def test_an_unexpected_failure_says_nothing_of_itself(served: Served) -> None:
     assert result.is_error
     assert text_of(result) == "Governed memory error: the tool failed (RuntimeError)"
     assert GovernedMemoryError.title in text_of(result)
+
+
+def test_tool_schemas_are_self_contained(served: Served) -> None:
+    """Every input schema is inline (no $ref for hosts that cannot resolve one) and described."""
+
+    async def body(client: mcp.Client) -> list[types.Tool]:
+        return (await client.list_tools()).tools
+
+    tools = with_tools(served, served.key(), body) + with_tools(
+        served, served.key(), body, reviewer=True
+    )
+    for tool in tools:
+        assert "$ref" not in json.dumps(tool.input_schema), tool.name
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+        for name, field in tool.input_schema["properties"].items():
+            assert field.get("description"), (tool.name, name)
+    remember = next(tool for tool in tools if tool.name == "remember")
+    provenance = remember.input_schema["properties"]["provenance"]
+    assert provenance["required"] == ["source", "ref"]
+    assert provenance["description"].startswith("Where the statement came from")

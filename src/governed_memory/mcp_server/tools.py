@@ -160,9 +160,28 @@ class ToolSpec:
             name=self.name,
             title=self.title,
             description=self.description,
-            input_schema=self.args.model_json_schema(),
+            input_schema=inline_refs(self.args.model_json_schema()),
             annotations=self.annotations,
         )
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its ``$defs`` written in place: not every MCP host resolves ``$ref``."""
+    definitions = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = definitions[str(node["$ref"]).rsplit("/", 1)[-1]]
+                extra = {key: value for key, value in node.items() if key != "$ref"}
+                return walk(target) | {key: walk(value) for key, value in extra.items()}
+            return {key: walk(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [walk(value) for value in node]
+        return node
+
+    inlined: dict[str, Any] = walk(schema)
+    return inlined
 
 
 def _text(text: str, structured: dict[str, Any]) -> types.CallToolResult:
