@@ -7,6 +7,7 @@ one and fails in CI) and works in a schema of its own, dropped afterwards.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import StoredEvent
+from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.crypto import Keyring
 from governed_memory.errors import StoreUnavailable, ValidationError, VersionConflict
 from governed_memory.maintenance import export_log, import_log
@@ -218,10 +220,52 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         (0,),
     )
     assert "memories_due" in due
-    request = SearchRequest("acme", "support-bot", "support", [1, 2], datetime.now(UTC))
-    candidates = plan(*store.candidate_query(1, request))
-    assert "postings_pkey" in candidates
-    assert "Seq Scan" not in candidates
+    statistics = ScopeStatistics(documents=1, total_length=8, document_frequency={1: 1, 2: 1})
+    for subject in (None, "customer-1"):
+        request = SearchRequest(
+            "acme", "support-bot", "support", [1, 2], datetime.now(UTC), subject, want=10
+        )
+        candidates = plan(*store.candidate_query(1, request, statistics))
+        assert "postings_pkey" in candidates
+        assert "Seq Scan" not in candidates
+
+
+def test_a_pruned_search_ranks_exactly_like_the_reference_store(
+    open_store: Callable[..., PostgresStore],
+) -> None:
+    """Scoring and pruning in SQL never change what the reference store's search returns."""
+    keyring, clock = Keyring(b"k" * 32), FakeClock()
+    reference = MemoryService(MemoryStore(), keyring, clock=clock)
+    service = MemoryService(open_store(), keyring, clock=clock)
+    rng = random.Random(7)
+    words = [f"word{n}" for n in range(40)]
+    kinds = ["fact", "preference", "skill", "working_note"]
+    for n in range(160):
+        data = body(
+            id=f"m{n}",
+            subject_id=f"customer-{n % 5}",
+            kind=kinds[n % 4],
+            confidence=round(rng.random(), 3),
+            content=" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))),
+        )
+        for target in (reference, service):
+            target.write(WRITER, data)
+        clock.advance(minutes=rng.randint(1, 600))
+    for n in range(40):
+        search = query(
+            " ".join(rng.sample(words, rng.randint(1, 4))),
+            limit=rng.choice([1, 3, 10, 25]),
+            token_budget=rng.choice([30, 200, 5000]),
+        )
+        if n % 3 == 0:
+            search["subject_id"] = f"customer-{n % 5}"
+        if n % 4 == 0:
+            search["kinds"] = ["fact", "skill"]
+        expected = reference.search(WRITER, search)
+        got = service.search(WRITER, search)
+        assert [h.item.id for h in got.items] == [h.item.id for h in expected.items], search
+        assert [h.score for h in got.items] == pytest.approx([h.score for h in expected.items])
+        assert (got.used_tokens, got.skipped) == (expected.used_tokens, expected.skipped)
 
 
 # -- driver errors, translated by class -----------------------------------------------------

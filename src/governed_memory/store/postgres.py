@@ -48,7 +48,16 @@ from governed_memory.codec import (
 )
 from governed_memory.core.events import Event, StoredEvent
 from governed_memory.core.model import ItemState
-from governed_memory.core.retrieval import Candidate, ScopeStatistics
+from governed_memory.core.retrieval import (
+    CONFIDENCE_WEIGHT,
+    K1,
+    RECENCY_HALF_LIFE_DAYS,
+    RECENCY_WEIGHT,
+    B,
+    Candidate,
+    ScopeStatistics,
+    idf,
+)
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.crypto import SubjectKey
 from governed_memory.errors import StoreUnavailable, VersionConflict
@@ -510,12 +519,20 @@ class PostgresStore:
         return [item_from_row(row) for row in self._query(query, params)]
 
     def search(self, request: SearchRequest) -> SearchMatches:
-        if not request.terms:
+        """Scope statistics, then the matches of the query terms, hard-filtered in SQL.
+
+        With ``want`` set, the database also scores each match with the core's formula and
+        returns only those that can rank in the top ``want`` (and near-ties of the last),
+        so a common term in a large scope costs an aggregate in the server, not tens of
+        thousands of rows shipped to Python. The core then ranks the survivors exactly.
+        """
+        terms = list(dict.fromkeys(request.terms))
+        if not terms:
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
         rows = self._query(
             q.SCOPE_STATISTICS,
             {
-                "terms": list(request.terms),
+                "terms": terms,
                 "tenant": request.tenant_id,
                 "agent": request.agent_id,
                 "purpose": request.purpose,
@@ -526,49 +543,63 @@ class PostgresStore:
         scope, documents, total_length = rows[0][:3]
         frequency = {int(row[3]): int(row[4]) for row in rows}
         statistics = ScopeStatistics(int(documents), int(total_length), frequency)
-        query, params = self.candidate_query(scope, request)
-        per_item: dict[str, tuple[dict[int, int], int, float, int, int]] = {}
-        for memory_id, term, tf, length, confidence, updated_at, tokens in self._query(
+        if not any(frequency.values()):
+            return SearchMatches(statistics, [])
+        query, params = self.candidate_query(scope, request, statistics)
+        candidates = []
+        complete = True
+        for memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned in self._query(
             query, params
         ):
-            entry = per_item.get(memory_id)
-            if entry is None:
-                per_item[memory_id] = ({term: tf}, length, confidence, updated_at, tokens)
-            else:
-                entry[0][term] = tf
-        candidates = [
-            Candidate(memory_id, tfs, length, confidence, from_micros(updated_at), tokens)
-            for memory_id, (tfs, length, confidence, updated_at, tokens) in per_item.items()
-        ]
-        return SearchMatches(statistics, candidates)
+            complete = complete and not pruned
+            candidates.append(
+                Candidate(
+                    memory_id,
+                    dict(zip(terms_, tfs, strict=True)),
+                    length,
+                    confidence,
+                    from_micros(updated_at),
+                    tokens,
+                )
+            )
+        return SearchMatches(statistics, candidates, complete)
 
     @staticmethod
-    def candidate_query(scope: int, request: SearchRequest) -> tuple[str, list[Any]]:
-        """The SQL that applies every hard filter of SPEC §6.1 inside the scope's postings."""
-        query = (
-            "SELECT m.id, p.term, p.tf, p.length, m.confidence, m.updated_at, m.tokens "
-            "FROM postings AS p JOIN memories AS m ON m.rowid = p.item "
-            "WHERE p.scope = %s AND p.term = ANY (%s::bigint[]) "
-            "AND m.tenant_id = %s AND m.agent_id = %s AND m.purpose = %s "
-            "AND m.status = 'active' AND m.expires_at > %s"
-        )
-        params: list[Any] = [
-            scope,
-            list(request.terms),
-            request.tenant_id,
-            request.agent_id,
-            request.purpose,
-            to_micros(request.now),
-        ]
-        if request.subject_id is not None:
-            query += " AND m.subject_id = %s"
-            params.append(request.subject_id)
-        if request.kinds is not None:
-            query += " AND m.kind = ANY (%s::text[])"
-            params.append(sorted(kind.value for kind in request.kinds))
-        return query, params
+    def candidate_query(
+        scope: int, request: SearchRequest, statistics: ScopeStatistics
+    ) -> tuple[str, dict[str, Any]]:
+        """The SQL that applies every hard filter of SPEC §6.1 inside the scope's postings.
 
-    def explain(self, query: str, params: Sequence[Any]) -> list[str]:
+        Each row is one match with its term frequencies, and whether matches were pruned.
+        """
+        terms = list(dict.fromkeys(request.terms))
+        params: dict[str, Any] = {
+            "scope": scope,
+            "terms": terms,
+            "weights": [idf(statistics.documents, statistics.document_frequency[t]) for t in terms],
+            "tenant": request.tenant_id,
+            "agent": request.agent_id,
+            "purpose": request.purpose,
+            "now": to_micros(request.now),
+            "k1": K1,
+            "b": B,
+            "average": statistics.average_length,
+            "confidence_weight": CONFIDENCE_WEIGHT,
+            "recency_weight": RECENCY_WEIGHT,
+            "half_life": RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000,
+            "want": request.want,
+        }
+        kinds = item_kinds = ""
+        if request.kinds is not None:
+            kinds = " AND p.kind = ANY (%(kinds)s::text[])"
+            item_kinds = " AND m.kind = ANY (%(kinds)s::text[])"
+            params["kinds"] = sorted(kind.value for kind in request.kinds)
+        if request.subject_id is not None:
+            params["subject"] = request.subject_id
+            return q.SUBJECT_CANDIDATES.format(item_kinds=item_kinds), params
+        return q.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds), params
+
+    def explain(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> list[str]:
         """The plan PostgreSQL chooses (used by the tests that assert index access)."""
         return [row[0] for row in self._query("EXPLAIN (COSTS OFF) " + query, params)]
 
@@ -702,15 +733,24 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
         with cursor.copy(f"COPY memories (rowid, {q.COLUMNS}) FROM STDIN") as copy:
             for rowid, change in zip(rowids, changes, strict=True):
                 copy.write_row((rowid, *item_row(change.item)))
-        with cursor.copy("COPY postings (scope, term, item, tf, length) FROM STDIN") as copy:
+        with cursor.copy(
+            "COPY postings (scope, term, item, tf, length, confidence, updated_at, expires_at, "
+            "kind) FROM STDIN"
+        ) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
-                index = change.index
+                item, index = change.item, change.index
                 if index is None:
                     continue
-                scope = scope_ids[(change.item.agent_id, change.item.purpose)]
+                scope = scope_ids[(item.agent_id, item.purpose)]
                 docs.append((rowid, scope, index.length, list(index.terms)))
+                static = (
+                    item.confidence,
+                    to_micros(item.updated_at),
+                    to_micros(item.expires_at),
+                    item.kind.value,
+                )
                 for term, tf in index.terms.items():
-                    copy.write_row((scope, term, rowid, tf, index.length))
+                    copy.write_row((scope, term, rowid, tf, index.length, *static))
         with cursor.copy("COPY search_docs (item, scope, length, terms) FROM STDIN") as copy:
             for doc in docs:
                 copy.write_row(doc)

@@ -59,6 +59,67 @@ SCOPE_STATISTICS = (
     "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
 )
 
+# The matches of a search, one row per item with its term frequencies: postings of the
+# query terms in one scope (the primary key's prefix), under every hard filter. With
+# %(want)s set, each match is also scored with the core's formula (BM25 over the scope +
+# confidence + recency, as in retrieval.rank) and only those that can rank in the top
+# %(want)s are kept, near-ties of the last one included; the core ranks the survivors again,
+# exactly, so this score only has to agree up to rounding.
+_WEIGHTS = (
+    "w AS (SELECT * FROM unnest(%(terms)s::bigint[], %(weights)s::float8[]) AS w (term, weight))"
+)
+_LEXICAL = (
+    "sum(w.weight * p.tf * (%(k1)s + 1.0) / (p.tf + %(k1)s * "
+    "(1.0 - %(b)s + %(b)s * p.length / %(average)s::float8)))"
+)
+_STATIC = (
+    "%(confidence_weight)s * {confidence} + %(recency_weight)s / "
+    "(1.0 + greatest(%(now)s - {updated_at}, 0) / %(half_life)s::float8)"
+)
+_ITEM_FILTERS = (
+    "m.tenant_id = %(tenant)s AND m.agent_id = %(agent)s AND m.purpose = %(purpose)s "
+    "AND m.status = 'active' AND m.expires_at > %(now)s"
+)
+_PRUNE = (
+    "cut AS (SELECT score - 1e-9 AS score FROM c ORDER BY score DESC "
+    "OFFSET %(want)s::integer - 1 LIMIT 1), "
+    "kept AS (SELECT * FROM c WHERE %(want)s::integer IS NULL "
+    "OR NOT EXISTS (SELECT 1 FROM cut) OR c.score >= (SELECT score FROM cut)) "
+)
+_PRUNED = (
+    "%(want)s::integer IS NOT NULL AND EXISTS (SELECT 1 FROM c, cut WHERE c.score < cut.score)"
+)
+# A whole scope: postings alone are filtered (expiry, kinds) and scored; only the kept few
+# are joined to their items, where every hard filter applies again.
+SCOPE_CANDIDATES = (
+    f"WITH {_WEIGHTS}, "
+    "c AS (SELECT p.item, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
+    f"min(p.length) AS length, {_LEXICAL} + "
+    + _STATIC.format(confidence="min(p.confidence)", updated_at="min(p.updated_at)")
+    + " AS score FROM postings AS p JOIN w ON w.term = p.term "
+    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
+    "AND p.expires_at > %(now)s{kinds} GROUP BY p.item), "
+    f"{_PRUNE}"
+    "SELECT m.id, kept.terms, kept.tfs, kept.length, m.confidence, m.updated_at, m.tokens, "
+    f"{_PRUNED} AS pruned FROM kept JOIN memories AS m ON m.rowid = kept.item "
+    f"WHERE {_ITEM_FILTERS}{{item_kinds}}"
+)
+# One subject's items: joined first (they are few), then scored.
+SUBJECT_CANDIDATES = (
+    f"WITH {_WEIGHTS}, "
+    "c AS (SELECT m.rowid, m.id, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
+    "min(p.length) AS length, m.confidence, m.updated_at, m.tokens, "
+    f"{_LEXICAL} + "
+    + _STATIC.format(confidence="m.confidence", updated_at="m.updated_at")
+    + " AS score "
+    "FROM postings AS p JOIN w ON w.term = p.term JOIN memories AS m ON m.rowid = p.item "
+    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
+    f"AND {_ITEM_FILTERS} AND m.subject_id = %(subject)s{{item_kinds}} GROUP BY m.rowid), "
+    f"{_PRUNE}"
+    "SELECT id, terms, tfs, length, confidence, updated_at, tokens, "
+    f"{_PRUNED} AS pruned FROM kept"
+)
+
 # -- writes ---------------------------------------------------------------------------------
 
 # Under the write lock the next position is the current maximum plus one: positions are
@@ -110,8 +171,10 @@ _INDEX = (
     "RETURNING id), "
     "d AS (INSERT INTO search_docs (item, scope, length, terms) "
     "SELECT m.rowid, s.id, %(length)s, %(terms)s::bigint[] FROM m, s), "
-    "p AS (INSERT INTO postings (scope, term, item, tf, length) "
-    "SELECT s.id, u.term, m.rowid, u.tf, %(length)s FROM m, s, "
+    "p AS (INSERT INTO postings "
+    "(scope, term, item, tf, length, confidence, updated_at, expires_at, kind) "
+    "SELECT s.id, u.term, m.rowid, u.tf, %(length)s, %(confidence)s, %(updated_at)s, "
+    "%(expires_at)s, %(kind)s FROM m, s, "
     "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)) "
 )
 WRITE_ITEM = {

@@ -100,12 +100,20 @@ CREATE TABLE search_docs (
     length INTEGER  NOT NULL,
     terms  BIGINT[] NOT NULL
 );
+-- Each posting also carries its item's confidence, last change, expiry and kind, so that a
+-- search can filter and score the matches of a large scope from the postings alone and
+-- read only the best few items (postings are rewritten whenever their item changes, so
+-- these copies are never stale).
 CREATE TABLE postings (
-    scope  BIGINT  NOT NULL,
-    term   BIGINT  NOT NULL,
-    item   BIGINT  NOT NULL,
-    tf     INTEGER NOT NULL,
-    length INTEGER NOT NULL,
+    scope      BIGINT           NOT NULL,
+    term       BIGINT           NOT NULL,
+    item       BIGINT           NOT NULL,
+    tf         INTEGER          NOT NULL,
+    length     INTEGER          NOT NULL,
+    confidence DOUBLE PRECISION NOT NULL,
+    updated_at BIGINT           NOT NULL,
+    expires_at BIGINT           NOT NULL,
+    kind       TEXT             COLLATE "C" NOT NULL,
     PRIMARY KEY (scope, term, item)
 );
 
