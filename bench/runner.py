@@ -123,6 +123,15 @@ def _writes(run: Run) -> None:
             )
         finally:
             service.store.close()
+    with run.step("raw_sqlite_full"):
+        # The disk's fsync latency drifts with the neighbours' load: the raw FULL rate is
+        # measured before and after the service's writes, and their mean is the baseline.
+        before = run.figures["raw_sqlite_full"].value
+        after = raw.sqlite_commits_per_second(
+            run.scratch / "raw-full-after.db", "FULL", preset.raw_rows
+        )
+        if before is not None:
+            run.set("raw_sqlite_full", (before + after) / 2, before=before, after=after)
 
 
 def _postgres(run: Run) -> None:
