@@ -11,9 +11,10 @@ becomes ``StoreUnavailable`` in another (:func:`_translate`), by class, never by
 Write transactions serialize on a transaction-level advisory lock (see
 :meth:`PostgresStore._begin`), so positions are assigned and committed in order, gapless.
 A batch is one round trip: its statements, ``COMMIT`` included, go out together in
-pipeline mode, and the hot statements are prepared on each connection. As in the SQLite
-store, concurrent callers in one process share a transaction (group commit, one savepoint
-per batch), each acknowledged only after that transaction commits.
+pipeline mode, and psycopg prepares the hot ones on each connection. As in the SQLite
+store, concurrent callers in one process share a transaction (group commit), each
+acknowledged only after that transaction commits; if one batch of a group is refused, the
+others are committed again one by one, so only that one fails.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ class _Pending:
     batch: Batch
     result: list[StoredEvent] = field(default_factory=list)
     error: BaseException | None = None
+    committed: bool = False
     done: bool = False
 
 
@@ -289,10 +291,11 @@ class PostgresStore:
                         except psycopg.IntegrityError as alone:
                             conn.rollback()
                             pending.error = self._explain(conn, pending.batch, alone)
-        except Exception as error:  # noqa: BLE001 - the whole group failed to commit
+        except Exception as error:  # noqa: BLE001 - what had not committed failed with it
             failure = _translate(error)
             for pending in group:
-                pending.error, pending.result = pending.error or failure, []
+                if not pending.committed:
+                    pending.error, pending.result = pending.error or failure, []
         finally:
             for pending in group:
                 pending.done = True
@@ -307,6 +310,7 @@ class PostgresStore:
         """
         cursors = _pipelined(conn, partial(self._send, conn, [p.batch for p in group]))
         for pending, batch_cursors in zip(group, cursors, strict=True):
+            pending.committed = True
             pending.result = [
                 StoredEvent(_position(cursor), event)
                 for event, cursor in zip(pending.batch.events, batch_cursors, strict=True)
