@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sqlite3
@@ -11,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory.crypto import Keyring
+from governed_memory.errors import VersionConflict
 from governed_memory.factory import open_service
+from governed_memory.ports import Batch, ItemChange
 from governed_memory.service import MemoryService
-from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.memory import MemoryStore
+from governed_memory.store.sqlite import SQLiteStore, _Pending
 from tests.support.fakes import FakeClock, body, principal, query
 
 WRITER = principal()
@@ -208,3 +213,28 @@ def test_a_scoped_search_costs_the_same_however_many_other_tenants_exist(
     assert _search_steps(small) == _search_steps(large)
     small.store.close()
     large.store.close()
+
+
+def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
+    """A batch that fails inside a group forgets the scope it created (its id is reused)."""
+    source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    anchor = source.write(WRITER, body(id="anchor")).item
+    source.write(WRITER, body(id="x1", agent_id="bot-x"))
+    x1 = source.store.get("acme", "x1")
+    assert x1 is not None
+    index = source.index_doc("acme", "email")
+    y1 = dataclasses.replace(x1, id="y1", agent_id="bot-y")
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    # The first batch creates scope (acme, bot-x, support), then fails on a stale version.
+    stale = dataclasses.replace(x1, id=anchor.id)
+    doomed = Batch("acme", [], [ItemChange(x1, 0, index), ItemChange(stale, 7, None)])
+    group = [_Pending(doomed), _Pending(Batch("acme", [], [ItemChange(y1, 0, index)]))]
+
+    store._commit_group(group)
+    store.commit(Batch("acme", [], [ItemChange(x1, 0, index)]))
+
+    assert isinstance(group[0].error, VersionConflict)
+    assert group[1].error is None
+    scopes = store._query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
+    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
+    store.close()

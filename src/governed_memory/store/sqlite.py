@@ -19,7 +19,8 @@ import sqlite3
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -266,12 +267,18 @@ class SQLiteStore:
             for pending in group:
                 if not single:
                     conn.execute("SAVEPOINT batch")
+                # Scopes created by a batch are remembered only if the batch stands: a
+                # rolled-back scope row's id would be reused for another scope.
+                created: dict[tuple[str, str, str], int] = {}
                 try:
-                    pending.result = self._apply(conn, pending.batch, new_scopes)
+                    scopes = ChainMap(created, new_scopes)  # writes land in ``created``
+                    pending.result = self._apply(conn, pending.batch, scopes)
                 except Exception as error:  # noqa: BLE001 - fails this batch alone
                     pending.error = _translate(error)
                     if not single:
                         conn.execute("ROLLBACK TO batch")
+                else:
+                    new_scopes.update(created)
                 if not single:
                     conn.execute("RELEASE batch")
             if single and group[0].error is not None:
@@ -297,7 +304,7 @@ class SQLiteStore:
         self,
         conn: sqlite3.Connection,
         batch: Batch,
-        new_scopes: dict[tuple[str, str, str], int],
+        new_scopes: MutableMapping[tuple[str, str, str], int],
     ) -> list[StoredEvent]:
         tenant = batch.tenant_id
         if batch.idempotency is not None:
@@ -380,7 +387,7 @@ class SQLiteStore:
         self,
         conn: sqlite3.Connection,
         item: ItemState,
-        new_scopes: dict[tuple[str, str, str], int],
+        new_scopes: MutableMapping[tuple[str, str, str], int],
     ) -> int:
         key = (item.tenant_id, item.agent_id, item.purpose)
         known = self._scope_ids.get(key) or new_scopes.get(key)
@@ -403,7 +410,7 @@ class SQLiteStore:
         conn: sqlite3.Connection,
         change: ItemChange,
         rowid: int,
-        new_scopes: dict[tuple[str, str, str], int],
+        new_scopes: MutableMapping[tuple[str, str, str], int],
     ) -> None:
         if change.expected_version != 0:
             old = conn.execute(
@@ -681,13 +688,13 @@ class SQLiteStore:
                     (scope,),
                 )
             conn.execute("DELETE FROM memories WHERE tenant_id = ?", (tenant_id,))
-            new_scopes: dict[tuple[str, str, str], int] = {}
             for change in changes:
                 (rowid,) = conn.execute(_ITEM_INSERT, item_row(change.item)).fetchone()
                 self._reindex(conn, ItemChange(change.item, 0, change.index), rowid, new_scopes)
-            self._scope_ids.update(new_scopes)
 
+        new_scopes: dict[tuple[str, str, str], int] = {}
         self._transaction(work)
+        self._scope_ids.update(new_scopes)  # only once the scope rows are committed
 
     def subject_keys(self) -> Iterator[SubjectKey]:
         rows = self._query(
