@@ -47,7 +47,19 @@ def rate(count: int, seconds: float) -> float:
 
 
 def peak_rss_mib() -> float:
-    """The peak resident set size of this process (Linux reports KiB)."""
+    """The peak resident set size of this process since it was executed.
+
+    ``/proc/self/status`` VmHWM belongs to the address space the process got at
+    ``exec``; ``getrusage``'s ``ru_maxrss`` survives ``exec`` and would report the peak
+    of the parent that forked it (the benchmark itself, holding the naive store).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
