@@ -95,6 +95,7 @@ def _store(settings: Settings) -> Store:
         data_dir=settings.data_dir,
         database_url=settings.database_url,
         synchronous=settings.sqlite_synchronous,
+        **settings.store_options(),
     )
 
 

@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(65_536, ge=1)
     expiry_interval_seconds: float = Field(60.0, gt=0)
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    database_pool_max: int = Field(10, ge=1, le=1000)
     metrics_enabled: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -75,6 +76,11 @@ class Settings(BaseSettings):
                 for kind in Kind
             }
         )
+
+    def store_options(self) -> dict[str, Any]:
+        """Backend options: the connection pool size applies to PostgreSQL only."""
+        url = self.database_url or ""
+        return {"max_size": self.database_pool_max} if url.startswith("postgres") else {}
 
     def master_key_value(self) -> str | None:
         """The base64 master key, if one is configured."""

@@ -19,6 +19,7 @@ from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
 
 DEFAULT_DATA_DIR = Path("./gmem-data")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def open_store(
@@ -31,7 +32,7 @@ def open_store(
     """The store a URL names, or the embedded SQLite store in ``data_dir``."""
     if database_url is None:
         return SQLiteStore(Path(data_dir) / DATABASE_FILE, synchronous=synchronous)
-    if database_url.startswith(("postgresql://", "postgres://")):
+    if database_url.startswith(POSTGRES_SCHEMES):
         from governed_memory.store.postgres import PostgresStore
 
         return PostgresStore(database_url, **options)
@@ -64,7 +65,16 @@ def open_service(
     clock: Clock | None = None,
     **options: Any,
 ) -> MemoryService:
-    """A ready service: store opened and migrated, keyring loaded."""
+    """A ready service: store opened and migrated, keyring loaded.
+
+    With PostgreSQL the master key must be given: instances sharing a database must wrap
+    subject keys with the same key, and a key file per instance would split them.
+    """
+    if database_url is not None and database_url.startswith(POSTGRES_SCHEMES) and not master_key:
+        raise ValidationError(
+            "GMEM_MASTER_KEY is required with a PostgreSQL database: every instance must "
+            "share one master key"
+        )
     keyring = open_keyring(data_dir=data_dir, master_key=master_key)
     store = open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options

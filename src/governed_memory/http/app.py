@@ -52,6 +52,7 @@ def open_from_settings(settings: Settings) -> MemoryService:
         master_key=settings.master_key_value(),
         synchronous=settings.sqlite_synchronous,
         policy=settings.ttl_policy(),
+        **settings.store_options(),
     )
 
 
