@@ -75,15 +75,37 @@ def load_or_create_key_file(directory: Path) -> bytes:
     """The master key kept in ``directory/master.key``, created with mode 0600 if absent."""
     path = directory / MASTER_KEY_FILE
     directory.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return parse_master_key(path.read_text("ascii"))
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    if not path.exists():
+        _create_key_file(directory, path)
     return parse_master_key(path.read_text("ascii"))
+
+
+def _create_key_file(directory: Path, path: Path) -> None:
+    """Write a new key to a private temporary file, fsync it, then link it into place.
+
+    The key file appears complete or not at all: a crash (or a second process reading it)
+    never meets an empty or half-written ``master.key``, which would keep the store from
+    ever opening again. ``os.link`` refuses to replace a key another process linked first;
+    both then use that one.
+    """
+    temporary = directory / f".{MASTER_KEY_FILE}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process won the race; its key is the key
+        directory_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)  # make the new name durable, not only the data
+        finally:
+            os.close(directory_fd)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 class Keyring:
