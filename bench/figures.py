@@ -7,7 +7,9 @@ preset does not measure is ``not in preset``, one whose backend does not exist y
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -211,7 +213,7 @@ def evaluate(figures: dict[str, Figure]) -> None:
     for key, floor in (("http_search", 1000.0), ("http_writes", 500.0)):
         figure = figures[key]
         _ratio(figures, key, "http_ceiling", "load generator ceiling")
-        figure.met = _bound(figure, lambda v, f=floor: v >= f)
+        figure.met = _bound(figure, functools.partial(operator.le, floor))
         if figure.met is not None:
             figure.met = figure.met and _p99_ok(figure, 50.0)
 

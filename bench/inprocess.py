@@ -12,6 +12,7 @@ from bench.loading import writer
 from bench.naive import NaiveMemory
 from bench.stats import latency_summary, rate, timed_calls
 from bench.workload import Item, Query, Workload
+from governed_memory.core.events import Event
 from governed_memory.core.projection import replay
 from governed_memory.service import MemoryService
 
@@ -85,7 +86,7 @@ def naive_writes(path: Path, items: Sequence[Item], *, durable: bool) -> float:
 
 def service_search(
     service: MemoryService, queries: Sequence[Query], warmup: Sequence[Query]
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Latency of in-process scoped searches, and how many items they returned."""
     returned: list[int] = []
 
@@ -99,7 +100,7 @@ def service_search(
     return summary
 
 
-def naive_search(naive: NaiveMemory, queries: Sequence[Query]) -> dict[str, float]:
+def naive_search(naive: NaiveMemory, queries: Sequence[Query]) -> dict[str, Any]:
     """Latency of the naive linear scan over the same queries."""
     returned: list[int] = []
 
@@ -119,13 +120,13 @@ def search_queries(workload: Workload, stored: int, count: int) -> tuple[list[Qu
     return workload.queries(count, stored), workload.queries(WARMUP_QUERIES, stored, 10**8)
 
 
-def replay_fold(service: MemoryService, cap: int) -> dict[str, float]:
+def replay_fold(service: MemoryService, cap: int) -> dict[str, Any]:
     """Events/s of the core fold alone (``replay``) over the first ``cap`` events.
 
     Also the rate of reading and decoding those events from the store, timed apart.
     """
     start = time.perf_counter()
-    events = []
+    events: list[Event] = []
     after = 0
     while len(events) < cap:
         page = service.store.events_after(None, after, min(5000, cap - len(events)))
@@ -145,7 +146,7 @@ def replay_fold(service: MemoryService, cap: int) -> dict[str, float]:
     }
 
 
-def naive_reload(path: Path, naive: NaiveMemory, cap: int) -> dict[str, float]:
+def naive_reload(path: Path, naive: NaiveMemory, cap: int) -> dict[str, Any]:
     """Events/s of the naive baseline reloading its dict from its JSON-lines log."""
     import json
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import governed_memory
 from bench.workload import Workload
 from governed_memory.core.model import Principal
 from governed_memory.core.values import Scope, Trust
@@ -114,7 +115,7 @@ def load(data_dir: Path, workload: Workload, stop: int, processes: int) -> LoadR
 def cache_key(workload: Workload) -> str:
     """The workload's parameters and the service's source: a stale store is never reused."""
     digest = hashlib.sha256(json.dumps(workload.describe(), sort_keys=True).encode())
-    source = Path(__import__("governed_memory").__file__).parent
+    source = Path(str(governed_memory.__file__)).parent
     for path in sorted(source.rglob("*")):
         if path.suffix in {".py", ".sql"}:
             digest.update(str(path.relative_to(source)).encode())

@@ -43,7 +43,7 @@ def _open(dsn: str, schema: str) -> Any:
 
 def service_writes(
     dsn: str, sequential: Sequence[Item], concurrent: Sequence[Item], threads: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Sequential and concurrent writes/s of the service over PostgreSQL, warm subjects."""
     import psycopg
 

@@ -17,7 +17,7 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+def latency_summary(seconds: Sequence[float]) -> dict[str, Any]:
     """p50, p95, p99, mean and max in milliseconds, and the count."""
     ordered = sorted(seconds)
     ms = 1000.0
