@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import os
 import secrets
@@ -95,10 +96,8 @@ def _create_key_file(directory: Path, path: Path) -> None:
             handle.write(base64.b64encode(secrets.token_bytes(32)).decode("ascii") + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        try:
+        with contextlib.suppress(FileExistsError):  # another process won: its key is the key
             os.link(temporary, path)
-        except FileExistsError:
-            pass  # another process won the race; its key is the key
         directory_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(directory_fd)  # make the new name durable, not only the data

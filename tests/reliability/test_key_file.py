@@ -59,7 +59,12 @@ def test_processes_racing_to_create_the_key_file_all_get_the_one_key(tmp_path: P
         keys: list[bytes] = []
         errors: list[BaseException] = []
 
-        def first_open(directory: Path = directory, barrier: threading.Barrier = barrier) -> None:
+        def first_open(
+            directory: Path = directory,
+            barrier: threading.Barrier = barrier,
+            keys: list[bytes] = keys,
+            errors: list[BaseException] = errors,
+        ) -> None:
             barrier.wait()
             try:
                 keys.append(load_or_create_key_file(directory))
