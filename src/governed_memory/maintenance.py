@@ -39,22 +39,33 @@ class ImportReport:
 
 
 def rebuild_projection(service: MemoryService) -> int:
-    """Replace every tenant's projection and postings with the fold of its log."""
+    """Replace every tenant's projection and postings with the fold of its log.
+
+    Searchable items need their plaintext to be indexed again, so each tenant's live
+    subject keys are loaded once and every active item is decrypted with them.
+    """
+    keys: dict[tuple[str, str], SubjectKey] = {
+        (key.tenant_id, key.subject_id): key for key in service.store.subject_keys()
+    }
     total = 0
     for tenant in service.store.tenants():
         items = replay(stored.event for stored in service.store.tenant_events(tenant))
-        changes = [_change(service, item) for _, item in sorted(items.items())]
+        changes = [_change(service, keys, item) for _, item in sorted(items.items())]
         service.store.rebuild(tenant, changes)
         total += len(changes)
     return total
 
 
-def _change(service: MemoryService, item: ItemState) -> ItemChange:
-    if item.status is not Status.ACTIVE:
+def _change(
+    service: MemoryService, keys: dict[tuple[str, str], SubjectKey], item: ItemState
+) -> ItemChange:
+    if item.status is not Status.ACTIVE or item.content is None:
         return ItemChange(item, 0, None)
-    content = service.decrypt(item)
-    index = None if content is None else service.index_doc(item.tenant_id, content)
-    return ItemChange(item, 0, index)
+    key = keys.get((item.tenant_id, item.subject_id))
+    if key is None or key.key_id != service.keyring.key_id_of(item.content):
+        return ItemChange(item, 0, None)  # the key is gone: nothing left to index
+    content = service.keyring.open(key, item.id, item.content_version, item.content)
+    return ItemChange(item, 0, service.index_doc(item.tenant_id, content))
 
 
 def export_log(service: MemoryService) -> Iterator[dict[str, Any]]:

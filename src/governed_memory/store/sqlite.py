@@ -674,23 +674,72 @@ class SQLiteStore:
         self._transaction(work)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
+        """Replace the tenant's rows in bulk: a few statements, not a few per item."""
+
         def work(conn: sqlite3.Connection) -> None:
-            scopes = [
-                row[0]
-                for row in conn.execute("SELECT id FROM scopes WHERE tenant_id = ?", (tenant_id,))
-            ]
-            for scope in scopes:
+            scopes = conn.execute(
+                "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?",
+                (tenant_id,),
+            ).fetchall()
+            for scope, *_ in scopes:
                 conn.execute("DELETE FROM postings WHERE scope = ?", (scope,))
-                conn.execute("DELETE FROM search_docs WHERE scope = ?", (scope,))
-                conn.execute(
-                    "UPDATE scopes SET documents = 0, total_length = 0, "
-                    "generation = generation + 1 WHERE id = ?",
-                    (scope,),
-                )
+            conn.execute(
+                "DELETE FROM search_docs WHERE item IN "
+                "(SELECT rowid FROM memories WHERE tenant_id = ?)",
+                (tenant_id,),
+            )
             conn.execute("DELETE FROM memories WHERE tenant_id = ?", (tenant_id,))
+            ids = {(t, a, p): scope for scope, t, a, p in scopes}
             for change in changes:
-                (rowid,) = conn.execute(_ITEM_INSERT, item_row(change.item)).fetchone()
-                self._reindex(conn, ItemChange(change.item, 0, change.index), rowid, new_scopes)
+                key = (tenant_id, change.item.agent_id, change.item.purpose)
+                if change.index is not None and key not in ids:
+                    conn.execute(
+                        "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?)", key
+                    )
+                    ids[key] = conn.execute(
+                        "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? "
+                        "AND purpose = ?",
+                        key,
+                    ).fetchone()[0]
+            (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()
+            rows: list[tuple[Any, ...]] = []
+            docs: list[tuple[Any, ...]] = []
+            postings: list[tuple[Any, ...]] = []
+            totals: dict[int, list[int]] = {scope: [0, 0] for scope in ids.values()}
+            for rowid, change in enumerate(changes, start=top + 1):
+                item, index = change.item, change.index
+                rows.append((rowid, *item_row(item)))
+                if index is None:
+                    continue
+                scope = ids[(tenant_id, item.agent_id, item.purpose)]
+                docs.append((rowid, scope, index.length, array("q", index.terms).tobytes()))
+                totals[scope][0] += 1
+                totals[scope][1] += index.length
+                fixed = (
+                    index.length,
+                    item.confidence,
+                    to_micros(item.updated_at),
+                    to_micros(item.expires_at),
+                    item.kind.value,
+                )
+                postings.extend((scope, t, rowid, tf, *fixed) for t, tf in index.terms.items())
+            marks = ", ".join("?" for _ in range(len(ITEM_COLUMNS) + 1))
+            conn.executemany(
+                f"INSERT INTO memories (rowid, {', '.join(ITEM_COLUMNS)}) VALUES ({marks})", rows
+            )
+            conn.executemany("INSERT INTO search_docs VALUES (?, ?, ?, ?)", docs)
+            postings.sort()  # in key order: each B-tree page is visited once
+            conn.executemany(
+                "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at, "
+                "expires_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                postings,
+            )
+            conn.executemany(
+                "UPDATE scopes SET documents = ?, total_length = ?, "
+                "generation = generation + 1 WHERE id = ?",
+                [(n, length, scope) for scope, (n, length) in totals.items()],
+            )
+            new_scopes.update(ids)
 
         new_scopes: dict[tuple[str, str, str], int] = {}
         self._transaction(work)
