@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory.errors import (
@@ -93,6 +94,20 @@ PROBLEMS: Mapping[type[GovernedMemoryError], ProblemType] = {
 
 INTERNAL = PROBLEMS[GovernedMemoryError]
 
+#: Why the strict parser (:mod:`governed_memory.http.strict`) refused a body; the only
+#: parse errors whose reason a problem repeats (our words, never the input's).
+DUPLICATE_MEMBER = "duplicate member name"
+NOT_A_NUMBER = "NaN and Infinity are not JSON numbers"
+STRICT_JSON_REASONS = frozenset({DUPLICATE_MEMBER, NOT_A_NUMBER})
+
+METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+#: A 422 stays small whatever the body: thousands of unknown members (a 64 KiB body holds
+#: ~6,000) would otherwise come back as a problem several times larger than the request.
+MAX_LISTED_ERRORS = 50
+MAX_NAMED_FIELDS = 10
+MAX_FIELD_CHARS = 128
+
 #: Routing and parsing failures raised by the framework, as errors of the table.
 _HTTP_ERRORS: Mapping[int, GovernedMemoryError] = {
     400: MalformedRequest("the request could not be parsed"),
@@ -164,14 +179,28 @@ def _message(error: Mapping[str, Any], field: str) -> str:
 def validation_response(error: RequestValidationError) -> JSONResponse:
     """400 for a body that is not JSON; 422 listing every offending field otherwise."""
     errors = error.errors()
-    if any(e.get("type") == "json_invalid" for e in errors):
-        return error_response(MalformedRequest("the request body is not valid JSON"))
+    invalid = [e for e in errors if e.get("type") == "json_invalid"]
+    if invalid:
+        detail = "the request body is not valid JSON"
+        reason = (invalid[0].get("ctx") or {}).get("error")
+        if reason in STRICT_JSON_REASONS:
+            detail += f": {reason}"
+        return error_response(MalformedRequest(detail))
     fields = []
-    for e in errors:
+    for e in errors[:MAX_LISTED_ERRORS]:
         field = _field(e.get("loc", ()))
-        fields.append({"field": field, "message": _message(e, field)})
-    names = ", ".join(sorted({f["field"] for f in fields}))
-    return problem(PROBLEMS[ValidationError], f"invalid fields: {names}", errors=fields)
+        message = _message(e, field)
+        if len(field) > MAX_FIELD_CHARS:  # an unknown member's name is the caller's text
+            field = field[:MAX_FIELD_CHARS] + "…"
+        fields.append({"field": field, "message": message})
+    names = sorted({f["field"] for f in fields})
+    detail = "invalid fields: " + ", ".join(names[:MAX_NAMED_FIELDS])
+    if len(names) > MAX_NAMED_FIELDS:
+        detail += f" and {len(names) - MAX_NAMED_FIELDS} more"
+    extensions: dict[str, Any] = {"errors": fields}
+    if len(errors) > MAX_LISTED_ERRORS:
+        extensions["errors_omitted"] = len(errors) - MAX_LISTED_ERRORS
+    return problem(PROBLEMS[ValidationError], detail, **extensions)
 
 
 def http_response(error: HTTPException) -> Response:
@@ -184,6 +213,28 @@ def http_response(error: HTTPException) -> Response:
     response = error_response(known)
     response.headers.update(headers)
     return response
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path (the router names only the first route's).
+
+    Two routes may share a path (``PUT`` and ``GET /v1/memories/{id}``); Starlette's 405
+    lists the methods of the route it tried first, so ``Allow`` would hide the others. Each
+    method is asked of the app's routes with a fresh scope of the same path.
+    """
+    allowed = []
+    for method in METHODS:
+        probe = {
+            "type": "http",
+            "method": method,
+            "path": request.scope["path"],
+            "root_path": request.scope.get("root_path", ""),
+            "headers": [],
+            "query_string": b"",
+        }
+        if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return ", ".join(allowed)
 
 
 def install(app: FastAPI, metrics: Metrics | None) -> None:
@@ -201,7 +252,10 @@ def install(app: FastAPI, metrics: Metrics | None) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return http_response(exc)
+        response = http_response(exc)
+        if exc.status_code == 405:
+            response.headers["Allow"] = allowed_methods(request)
+        return response
 
     app.add_exception_handler(GovernedMemoryError, on_domain)
     app.add_exception_handler(RequestValidationError, on_validation)
@@ -246,6 +300,7 @@ __all__ = [
     "MethodNotAllowed",
     "ProblemType",
     "UnexpectedErrorMiddleware",
+    "allowed_methods",
     "error_response",
     "http_response",
     "install",

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from governed_memory.core.model import MemoryItem, Principal
 from governed_memory.http import schemas as s
 from governed_memory.http.problems import PROBLEM_JSON
+from governed_memory.http.strict import StrictRoute
 from governed_memory.observability import PROMETHEUS_CONTENT_TYPE, Metrics
 from governed_memory.service import MemoryService
 
@@ -89,7 +90,7 @@ def _item(item: MemoryItem, status: int = 200, **headers: str) -> JSONResponse:
     )
 
 
-router = APIRouter()
+router = APIRouter(route_class=StrictRoute)
 
 
 @router.put(
@@ -244,7 +245,7 @@ def search(body: s.SearchBody, principal: Auth, service: Service, request: Reque
 @router.post(
     "/v1/subjects/{subject_id}/forget",
     response_model=s.ForgetOut,
-    responses=_problems(*AUTHED, 413),
+    responses=_problems(400, *AUTHED, 409, 413),
     summary="Delete every memory of a subject and destroy its key (crypto-shredding)",
     tags=["subjects"],
 )
@@ -273,7 +274,7 @@ def forget(
 def events(
     principal: Auth,
     service: Service,
-    after: Annotated[int, Query(ge=0, le=s.MAX_INT64)] = 0,
+    after: Annotated[int, Query(ge=0, le=s.MAX_JSON_INT)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     page = service.events_after(principal, after, limit)

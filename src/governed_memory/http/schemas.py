@@ -8,15 +8,41 @@ routes return; the routes serialize the service's ``to_dict()`` forms directly.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 ID = r"^[A-Za-z0-9._:-]{1,128}$"
 AGENT = r"^[A-Za-z0-9._:@-]{1,128}$"
 PURPOSE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-#: Integers are bounded by what every store keeps in a 64-bit column.
-MAX_INT64 = 2**63 - 1
+#: Integers are bounded by the largest one every JSON parser reads exactly (I-JSON, RFC
+#: 7493: 2**53 - 1), which every store also keeps in its 64-bit columns. FastAPI writes
+#: OpenAPI bounds as doubles, and so do many clients: 2**63 - 1 became 2**63 there, and
+#: 2**63 + 191 passed the documented bound yet was refused here.
+MAX_JSON_INT = 2**53 - 1
+
+
+def _integral(value: object) -> object:
+    """``87.0`` is the integer 87 in JSON (and in JSON Schema); ``87.5`` stays a float."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: Text the core accepts: no NUL (SPEC §13). The core checks it (and unpaired surrogates,
+#: which JSON Schema cannot name); the pattern only tells OpenAPI readers and generators.
+TEXT = r"^[^\x00]*$"
+#: Content also needs one character that is not blank.
+CONTENT = r"^[^\x00]*[^\s\x00][^\x00]*$"
+
+#: Integers also accept a JSON number written with a zero fraction; strings and booleans
+#: are still refused (the models are strict). The bounds sit inside each alias so that
+#: OpenAPI shows them as integer ``minimum`` and ``maximum``.
+_INTEGRAL = BeforeValidator(_integral)
+Version = Annotated[int, Field(ge=0, le=MAX_JSON_INT), _INTEGRAL]
+TtlSeconds = Annotated[int, Field(ge=1, le=MAX_JSON_INT), _INTEGRAL]
+Limit = Annotated[int, Field(ge=1, le=100), _INTEGRAL]
+TokenBudget = Annotated[int, Field(ge=1, le=32_000), _INTEGRAL]
 
 KindName = Literal["fact", "preference", "skill", "working_note"]
 TrustName = Literal["untrusted", "trusted", "verified"]
@@ -51,9 +77,15 @@ class ProvenanceIn(BaseModel):
 
     model_config = _REQUEST
 
-    source: str = Field(min_length=1, max_length=256, examples=["crm"])
-    ref: str = Field(min_length=1, max_length=1024, examples=["ticket-1"])
-    version: str | None = Field(None, min_length=1, max_length=256)
+    source: str = Field(
+        min_length=1, max_length=256, examples=["crm"], json_schema_extra={"pattern": TEXT}
+    )
+    ref: str = Field(
+        min_length=1, max_length=1024, examples=["ticket-1"], json_schema_extra={"pattern": TEXT}
+    )
+    version: str | None = Field(
+        None, min_length=1, max_length=256, json_schema_extra={"pattern": TEXT}
+    )
 
 
 class WriteBody(BaseModel):
@@ -76,7 +108,15 @@ class WriteBody(BaseModel):
                     "ttl_seconds": 2592000,
                     "expected_version": 0,
                 }
-            ]
+            ],
+            # expires_at or ttl_seconds, not both (null means absent, SPEC §13).
+            "not": {
+                "required": ["expires_at", "ttl_seconds"],
+                "properties": {
+                    "expires_at": {"type": "string"},
+                    "ttl_seconds": {"type": "number"},
+                },
+            },
         },
     )
 
@@ -87,7 +127,7 @@ class WriteBody(BaseModel):
     content: str = Field(
         min_length=1,
         description="1..8,000 characters after NFC normalization; no NUL.",
-        json_schema_extra={"maxLength": 8000},
+        json_schema_extra={"maxLength": 8000, "pattern": CONTENT},
     )
     provenance: ProvenanceIn
     trust: Literal["untrusted", "trusted"] = Field(
@@ -97,17 +137,15 @@ class WriteBody(BaseModel):
     expires_at: AwareDatetime | None = Field(
         None, strict=False, description="RFC 3339 with offset; not with ttl_seconds."
     )
-    ttl_seconds: int | None = Field(None, ge=1, le=MAX_INT64, description="Not with expires_at.")
+    ttl_seconds: TtlSeconds | None = Field(None, description="Not with expires_at.")
     supersedes_id: str | None = Field(None, pattern=ID, description="The item this corrects.")
-    expected_version: int = Field(
-        ge=0, le=MAX_INT64, description="0 to create; the current version else."
-    )
+    expected_version: Version = Field(description="0 to create; the current version else.")
 
 
 class CreateBody(WriteBody):
     """A write whose id the server generates; ``expected_version`` defaults to 0."""
 
-    expected_version: int = Field(0, ge=0, le=MAX_INT64, description="0: the item is new.")
+    expected_version: Version = Field(0, description="0: the item is new.")
 
 
 class PromoteBody(BaseModel):
@@ -117,7 +155,7 @@ class PromoteBody(BaseModel):
         extra="forbid", strict=True, json_schema_extra={"examples": [{"expected_version": 1}]}
     )
 
-    expected_version: int = Field(ge=0, le=MAX_INT64)
+    expected_version: Version
 
 
 class RejectBody(BaseModel):
@@ -131,8 +169,10 @@ class RejectBody(BaseModel):
         },
     )
 
-    expected_version: int = Field(ge=0, le=MAX_INT64)
-    reason: str | None = Field(None, min_length=1, max_length=1000)
+    expected_version: Version
+    reason: str | None = Field(
+        None, min_length=1, max_length=1000, json_schema_extra={"pattern": TEXT}
+    )
 
 
 class SearchBody(BaseModel):
@@ -157,11 +197,11 @@ class SearchBody(BaseModel):
 
     agent_id: str = Field(pattern=AGENT)
     purpose: str = Field(pattern=PURPOSE)
-    query: str = Field(min_length=1, max_length=1000)
+    query: str = Field(min_length=1, max_length=1000, json_schema_extra={"pattern": TEXT})
     subject_id: str | None = Field(None, pattern=AGENT)
     kinds: list[KindName] | None = Field(None, min_length=1)
-    limit: int = Field(10, ge=1, le=100)
-    token_budget: int = Field(1000, ge=1, le=32_000)
+    limit: Limit = 10
+    token_budget: TokenBudget = 1000
 
 
 class ForgetBody(BaseModel):
@@ -277,7 +317,10 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
-    errors: list[FieldProblem] | None = Field(None, description="On 422: every bad field.")
+    errors: list[FieldProblem] | None = Field(
+        None, description="On 422: every bad field (the first 50)."
+    )
+    errors_omitted: int | None = Field(None, description="On 422: bad fields beyond the 50.")
     current_version: int | None = Field(None, description="On 409 version conflicts.")
 
 
