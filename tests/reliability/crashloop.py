@@ -94,8 +94,8 @@ class Stats:
             "in_doubt_not_committed": self.in_doubt_lost,
             "items": self.items,
             "events": self.events,
-            "restart_to_ready_seconds_max": round(ready[-1], 3),
-            "restart_to_ready_seconds_median": round(ready[len(ready) // 2], 3),
+            "start_to_ready_seconds_max": round(ready[-1], 3),
+            "start_to_ready_seconds_median": round(ready[len(ready) // 2], 3),
             "failures": self.failures,
         }
 
@@ -327,20 +327,25 @@ class CrashLoop:
     def fail(self, message: str) -> None:
         self.stats.failures.append(f"cycle {self.stats.cycles}: {message}")
 
-    def cycle(self) -> None:
-        """Start, load, kill; check with the server down; restart and check everything."""
+    def cycle(self) -> bool:
+        """Start, load, kill; check with the server down; restart and check everything.
+
+        False when the server did not come back (a failure that ends the run).
+        """
         self.stats.cycles += 1
         self.server.start()
         if self.rng.random() < self.startup_kill_rate:
             time.sleep(self.rng.uniform(0, 0.6))  # maybe before it is ready, maybe just after
             self.stats.startup_kills += 1
+        elif not self._ready():
+            return False
         else:
-            self.server.wait_ready()
             self._traffic()
         self.server.kill()
         self._check_down()
         self.server.start()
-        self.stats.ready_seconds.append(self.server.wait_ready())
+        if not self._ready():
+            return False
         try:
             with httpx.Client(base_url=self.server.url, timeout=30) as client:
                 self._resolve_in_doubt(client)
@@ -348,6 +353,17 @@ class CrashLoop:
                 self._check_feed(client)
         finally:
             self.server.kill()
+        return True
+
+    def _ready(self) -> bool:
+        try:
+            self.stats.ready_seconds.append(self.server.wait_ready())
+        except RuntimeError as error:
+            self.server.kill()
+            tail = self.log.read_text(errors="replace").splitlines()[-3:]
+            self.fail(f"the server did not come back: {error}; its log ends {tail}")
+            return False
+        return True
 
     def _traffic(self) -> None:
         stop = threading.Event()
@@ -482,7 +498,8 @@ def run(
         )
         try:
             for _ in range(cycles):
-                loop.cycle()
+                if not loop.cycle():
+                    break
                 if progress:
                     s = loop.stats
                     print(

@@ -27,7 +27,7 @@ def test_a_kill_while_the_server_starts_leaves_a_store_that_opens(tmp_path: Path
     loop = CrashLoop(tmp_path / "data", workers=2, startup_kill_rate=1.0, seed=7)
     try:
         for _ in range(2):
-            loop.cycle()
+            assert loop.cycle()
     finally:
         loop.server.kill()
     assert loop.stats.failures == []
