@@ -602,12 +602,29 @@ class MemoryService:
             return None
         key = self.store.subject_key(state.tenant_id, state.subject_id)
         if key is None or key.key_id != Keyring.key_id_of(state.content):
-            return None  # the key is destroyed: the content is unrecoverable by design
+            if self._forgotten_meanwhile(state):
+                return None  # the key is destroyed: the content is unrecoverable by design
+            # A live item whose blob names a key its subject does not have: the blob was
+            # altered or moved from another subject's item. An error, never "no content".
+            log.error("sealed content names a foreign key", extra={"memory_id": state.id})
+            raise CryptoError(f"memory {state.id!r}: sealed content failed authentication")
         try:
             return self.keyring.open(key, state.id, state.content_version, state.content)
         except CryptoError:
             log.error("sealed content failed authentication", extra={"memory_id": state.id})
             raise
+
+    def _forgotten_meanwhile(self, state: ItemState) -> bool:
+        """Whether ``state`` (read before its subject's key was looked up) is gone by now.
+
+        A forget between reading an item and reading its key deletes the item and the key
+        in one commit: the item read again is deleted (or its content is no longer the
+        one read). Only a live item still holding the very same blob is suspicious.
+        """
+        current = self.store.get(state.tenant_id, state.id)
+        if current is None or current.status is Status.DELETED:
+            return True
+        return current.content != state.content
 
     def index_doc(self, tenant: str, content: str) -> IndexDoc:
         """The search postings of a text, under the tenant's index key."""

@@ -1,0 +1,303 @@
+"""Forget is erasure, and sealed content is authenticated (SPEC §7, §12).
+
+The first tests run the real ``gmem serve``: a subject's memories carry a canary string
+(in content, in a rewrite, in a rejection reason, in the search index of a promoted item);
+after forgetting the subject the canary is absent from every file of the data directory,
+from ``gmem export``, from the server's log and from ``/metrics``; the subject's key row is
+gone and no remaining key opens its ciphertext. The last tests tamper with stored
+ciphertext through the store: a flipped bit or a blob moved to another item is an error,
+never another plaintext.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from governed_memory.core.events import MemoryRejected, MemoryWritten
+from governed_memory.crypto import CryptoError, Keyring, load_or_create_key_file
+from governed_memory.ports import Store
+from governed_memory.service import MemoryService
+from governed_memory.store.sqlite import SQLiteStore
+from tests.conftest import postgres_dsn
+from tests.http.conftest import write_body
+from tests.reliability.servers import ServerProcess, create_key, gmem
+from tests.support.fakes import FakeClock, principal
+
+CANARY = "erasecanary" + secrets.token_hex(8)
+KEEP = "keepcanary" + secrets.token_hex(8)
+WRITER = principal()
+
+
+@dataclass
+class Forgotten:
+    """A data directory whose subject ``victim`` was forgotten by the real server."""
+
+    data: Path
+    log: Path
+    metrics: str
+    export: str
+    responses: list[str]
+
+
+def encodings(text: str) -> list[bytes]:
+    """The byte forms a string could take in a file."""
+    return [text.encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le")]
+
+
+@pytest.fixture(scope="module")
+def forgotten(tmp_path_factory: pytest.TempPathFactory) -> Forgotten:
+    """Write, rewrite, reject, promote and index a canary; forget its subject; stop."""
+    root = tmp_path_factory.mktemp("erasure")
+    data, log = root / "data", root / "server.log"
+    writer = {"Authorization": f"Bearer {create_key(data)}"}
+    reviewer = {"Authorization": "Bearer " + create_key(data, scopes="memory:review")}
+    responses: list[str] = []
+    with ServerProcess(data, log, {"GMEM_LOG_LEVEL": "DEBUG"}) as server:
+        client = httpx.Client(base_url=server.url, timeout=30)
+
+        def call(method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+            response = client.request(method, path, json=body, headers=headers)
+            assert response.status_code < 300, response.text
+            responses.append(response.text)
+            return response.json()
+
+        victim = {"subject_id": "victim", "content": f"The locker code is {CANARY}."}
+        call("PUT", "/v1/memories/m1", write_body(**victim), writer)
+        call(
+            "PUT",
+            "/v1/memories/m1",
+            write_body(
+                **victim | {"content": f"Corrected: {CANARY} opens locker 2."}, expected_version=1
+            ),
+            writer,
+        )
+        call("PUT", "/v1/memories/m2", write_body(**victim, trust="untrusted"), writer)
+        call(
+            "POST",
+            "/v1/memories/m2/reject",
+            {"expected_version": 1, "reason": f"no {CANARY}"},
+            reviewer,
+        )
+        call("PUT", "/v1/memories/m3", write_body(**victim, trust="untrusted"), writer)
+        call("POST", "/v1/memories/m3/promote", {"expected_version": 1}, reviewer)
+        keep = {"subject_id": "bystander", "content": f"The bystander code is {KEEP}."}
+        call("PUT", "/v1/memories/k1", write_body(**keep), writer)
+        found = call(
+            "POST",
+            "/v1/search",
+            {"agent_id": "support-bot", "purpose": "support", "query": CANARY},
+            writer,
+        )
+        assert {item["id"] for item in found["items"]} == {"m1", "m3"}  # really indexed
+        result = call("POST", "/v1/subjects/victim/forget", {}, writer)
+        assert result["affected"] == 3
+        after = call(
+            "POST",
+            "/v1/search",
+            {"agent_id": "support-bot", "purpose": "support", "query": CANARY},
+            writer,
+        )
+        assert after["items"] == []
+        for memory_id in ("m1", "m2", "m3"):
+            item = call("GET", f"/v1/memories/{memory_id}", None, writer)
+            assert (item["status"], item["content"]) == ("deleted", None)
+        metrics = client.get("/metrics").text
+        assert "gmem_" in metrics or "_total" in metrics
+        client.close()
+    export = gmem(data, "export", "--output", "-")
+    return Forgotten(data, log, metrics, export, responses)
+
+
+def test_the_canary_is_in_no_file_of_the_data_directory(forgotten: Forgotten) -> None:
+    """Database, WAL, SHM and key file: not one byte form of the canary, and the bystander's
+    content is sealed too (it is never there in plaintext)."""
+    files = [p for p in forgotten.data.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"gmem.sqlite3", "master.key"}
+    for path in files:
+        raw = path.read_bytes()
+        for form in encodings(CANARY) + encodings(KEEP):
+            assert form not in raw, path.name
+
+
+def test_the_subject_key_and_its_search_postings_are_gone(forgotten: Forgotten) -> None:
+    """No key row for the subject, no postings for its terms; the bystander keeps both."""
+    keyring = Keyring(load_or_create_key_file(forgotten.data))
+    canary_term, keep_term = keyring.term_ids("acme", [CANARY.casefold(), KEEP.casefold()])
+    conn = sqlite3.connect(forgotten.data / "gmem.sqlite3")
+    try:
+        subjects = {row[0] for row in conn.execute("SELECT subject_id FROM subject_keys")}
+        assert subjects == {"bystander"}
+        count = "SELECT count(*) FROM postings WHERE term = ?"
+        assert conn.execute(count, (canary_term,)).fetchone() == (0,)
+        assert conn.execute(count, (keep_term,)).fetchone() == (1,)
+        contents = conn.execute(
+            "SELECT count(*) FROM memories WHERE subject_id = 'victim' AND content IS NOT NULL"
+        ).fetchone()
+        assert contents == (0,)
+    finally:
+        conn.close()
+
+
+def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -> None:
+    """The log still holds the sealed blobs; with the master key and every key left, none opens."""
+    keyring = Keyring(load_or_create_key_file(forgotten.data))
+    store = SQLiteStore.in_directory(forgotten.data)
+    try:
+        assert store.subject_key("acme", "victim") is None
+        keys = list(store.subject_keys())
+        sealed = [
+            (stored.event.memory_id, stored.event.version, blob, purpose)
+            for stored in store.events_after("acme", 0, 1000)
+            for blob, purpose in _sealed(stored.event)
+            if stored.event.memory_id in {"m1", "m2", "m3"}
+        ]
+    finally:
+        store.close()
+    assert len(sealed) == 5  # m1 twice, m2 and m3 written, m2's rejection reason
+    for memory_id, version, blob, purpose in sealed:
+        for key in keys:
+            with pytest.raises(CryptoError):
+                keyring.open(key, memory_id, version, blob, purpose)
+
+
+def _sealed(event: object) -> list[tuple[bytes, str]]:
+    if isinstance(event, MemoryWritten):
+        return [(event.content, "content")]
+    if isinstance(event, MemoryRejected) and event.reason is not None:
+        return [(event.reason, "reason")]
+    return []
+
+
+def test_the_canary_is_in_no_export_log_metric_or_response(forgotten: Forgotten) -> None:
+    """gmem export, the server's (DEBUG) log, /metrics and every answer after the writes."""
+    assert '"subject_id":"victim"' not in forgotten.export.replace(" ", "") or (
+        '"record":"subject_key","tenant_id":"acme","subject_id":"victim"'
+        not in forgotten.export.replace(" ", "")
+    )
+    for text in (forgotten.export, forgotten.log.read_text(), forgotten.metrics):
+        assert CANARY not in text
+        assert KEEP not in text
+    assert '"record":"subject_key"' in forgotten.export  # the bystander's key is exported
+    assert forgotten.export.count('"record":"subject_key"') == 1
+
+
+# -- tampering ---------------------------------------------------------------------------
+
+Tamper = Callable[[str, bytes | None], None]
+Read = Callable[[str], bytes]
+
+
+@dataclass
+class Tamperable:
+    """A service over a real database, and raw access to its ``memories.content``."""
+
+    service: MemoryService
+    read: Read
+    write: Tamper
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def tamperable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tamperable]:
+    """SQLite in a temp dir, or a fresh PostgreSQL schema."""
+    store: Store
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="NORMAL")
+        path = tmp_path / "gmem.sqlite3"
+
+        def read(memory_id: str) -> bytes:
+            with sqlite3.connect(path) as conn:
+                row = conn.execute("SELECT content FROM memories WHERE id = ?", (memory_id,))
+                return bytes(row.fetchone()[0])
+
+        def write(memory_id: str, blob: bytes | None) -> None:
+            with sqlite3.connect(path) as conn:
+                conn.execute("UPDATE memories SET content = ? WHERE id = ?", (blob, memory_id))
+
+        yield _tamperable(store, read, write)
+        store.close()
+        return
+    dsn = postgres_dsn()
+    assert dsn is not None
+    from governed_memory.store.postgres import PostgresStore
+
+    schema = "gmem_test_" + uuid.uuid4().hex[:12]
+    pg = PostgresStore(dsn, schema=schema)
+    table = sql.Identifier(schema, "memories")
+
+    def pg_read(memory_id: str) -> bytes:
+        with psycopg.connect(dsn) as conn:
+            query = sql.SQL("SELECT content FROM {} WHERE id = %s").format(table)
+            row = conn.execute(query, (memory_id,)).fetchone()
+            assert row is not None
+            return bytes(row[0])
+
+    def pg_write(memory_id: str, blob: bytes | None) -> None:
+        with psycopg.connect(dsn) as conn:
+            query = sql.SQL("UPDATE {} SET content = %s WHERE id = %s").format(table)
+            conn.execute(query, (blob, memory_id))
+
+    try:
+        yield _tamperable(pg, pg_read, pg_write)
+    finally:
+        pg.drop_schema()
+        pg.close()
+
+
+def _tamperable(store: Store, read: Read, write: Tamper) -> Tamperable:
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    return Tamperable(service, read, write)
+
+
+def body(memory_id: str, subject: str, content: str) -> dict[str, Any]:
+    return write_body(id=memory_id, subject_id=subject, content=content)
+
+
+def test_a_flipped_bit_in_stored_content_is_an_error(tamperable: Tamperable) -> None:
+    """One bit changed anywhere in the blob: reading the item raises, no plaintext comes out."""
+    tamperable.service.write(WRITER, body("a", "s1", "Alpha content that must stay intact."))
+    original = tamperable.read("a")
+    for position in (0, 1, 20, 30, len(original) - 1):
+        flipped = bytearray(original)
+        flipped[position] ^= 0x01
+        tamperable.write("a", bytes(flipped))
+        with pytest.raises(CryptoError):
+            tamperable.service.get(WRITER, "a")
+    tamperable.write("a", original)
+    assert tamperable.service.get(WRITER, "a").content == "Alpha content that must stay intact."
+
+
+@pytest.mark.parametrize("same_subject", [True, False], ids=["same-subject", "other-subject"])
+def test_content_swapped_between_items_is_an_error(
+    tamperable: Tamperable, same_subject: bool
+) -> None:
+    """A valid blob moved to another item fails authentication instead of decrypting."""
+    service = tamperable.service
+    service.write(WRITER, body("a", "s1", "Alpha belongs to item a."))
+    service.write(WRITER, body("b", "s1" if same_subject else "s2", "Beta belongs to item b."))
+    tamperable.write("a", tamperable.read("b"))
+    with pytest.raises(CryptoError):
+        service.get(WRITER, "a")
+    with pytest.raises(CryptoError):
+        service.search(WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "alpha"})
+    assert service.get(WRITER, "b").content == "Beta belongs to item b."
+
+
+def test_an_item_forgotten_while_it_is_read_shows_no_content(tamperable: Tamperable) -> None:
+    """A read that raced a forget (item read, then its key destroyed) shows null, no error."""
+    service = tamperable.service
+    service.write(WRITER, body("a", "s1", "Alpha is about to be forgotten."))
+    state = service.store.get("acme", "a")
+    assert state is not None
+    service.forget_subject(WRITER, "s1")
+    assert service.decrypt(state) is None
