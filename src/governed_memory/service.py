@@ -183,6 +183,13 @@ class MemoryService:
                 if replayed is None:  # pragma: no cover - the record exists by definition
                     raise
                 return replayed
+            except Conflict:
+                # A twin retry (same key) may have committed after our first look for the
+                # key's record, and changed the item under us: then this is its result.
+                overtaken = None if key is None else self._replay_write(principal, command, key)
+                if overtaken is None:
+                    raise
+                return overtaken
         raise StoreUnavailable("the subject's key kept changing during the write; retry")
 
     def _write_once(
@@ -267,6 +274,30 @@ class MemoryService:
         return self._review(principal, command, command.fingerprint(), idempotency_key, reason)
 
     def _review(
+        self,
+        principal: Principal,
+        command: PromoteMemory | RejectMemory,
+        fingerprint: Mapping[str, Any],
+        idempotency_key_: str | None,
+        reason: str | None,
+    ) -> MemoryItem:
+        """Review once; a conflict caused by a twin retry (same key) that won replays it.
+
+        Two retries of one key can both miss the key's record, then one commits and the
+        other meets the item it changed: a version conflict that is really "already done".
+        """
+        try:
+            return self._review_once(principal, command, fingerprint, idempotency_key_, reason)
+        except Conflict:
+            key = self._idempotency_key(idempotency_key_)
+            replayed = None
+            if key is not None:
+                replayed = self._replay_review(principal, key, _fingerprint(fingerprint))
+            if replayed is None:
+                raise
+            return replayed
+
+    def _review_once(
         self,
         principal: Principal,
         command: PromoteMemory | RejectMemory,
