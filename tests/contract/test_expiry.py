@@ -99,3 +99,22 @@ def test_an_expired_item_cannot_be_promoted(service: MemoryService, clock: FakeC
 
     with pytest.raises(InvalidTransition):
         service.promote(reviewer(), "a", expected_version=2)
+
+
+def test_an_expired_but_unswept_item_cannot_be_revived(
+    service: MemoryService, clock: FakeClock
+) -> None:
+    """Past its expiry an item is expired for every rule, even before the worker runs."""
+    from governed_memory.errors import InvalidTransition
+    from tests.support.fakes import reviewer
+
+    service.write(WRITER, body(id="q", ttl_seconds=60, trust="untrusted"))
+    service.write(WRITER, body(id="a", ttl_seconds=60))
+    clock.advance(seconds=61)
+    with pytest.raises(InvalidTransition):
+        service.promote(reviewer(), "q", expected_version=1)
+    with pytest.raises(InvalidTransition):
+        service.write(WRITER, body(id="a", expected_version=1))
+    with pytest.raises(ValidationError):
+        service.write(WRITER, body(id="fix", supersedes_id="a"))
+    assert service.expire_due() == 2

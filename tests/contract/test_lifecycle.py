@@ -86,16 +86,52 @@ def test_a_rewrite_replaces_content_and_keeps_history(service: MemoryService) ->
     ]
 
 
-def test_an_untrusted_rewrite_sends_an_active_item_back_to_quarantine(
+def test_an_untrusted_rewrite_cannot_displace_an_active_item(service: MemoryService) -> None:
+    """An active memory is never pulled out of retrieval by an untrusted rewrite."""
+    service.write(WRITER, body(id="m1"))
+    with pytest.raises(PermissionDenied):
+        service.write(
+            WRITER,
+            body(id="m1", content="Unverified change.", trust="untrusted", expected_version=1),
+        )
+    item = service.get(WRITER, "m1")
+    assert (item.status, item.version) == (Status.ACTIVE, 1)
+    assert [h.item.id for h in service.search(WRITER, query("email")).items] == ["m1"]
+
+
+def test_a_quarantined_item_may_be_rewritten_untrusted(service: MemoryService) -> None:
+    """Before review, the writer may still revise what waits in quarantine."""
+    service.write(WRITER, body(id="m1", trust="untrusted"))
+    item = service.write(
+        WRITER, body(id="m1", content="Revised.", trust="untrusted", expected_version=1)
+    ).item
+    assert (item.status, item.version, item.content) == (Status.QUARANTINED, 2, "Revised.")
+
+
+def test_another_agents_id_is_taken_without_revealing_its_version(
     service: MemoryService,
 ) -> None:
-    """A rewrite takes the status its new trust gives it (SPEC §3 table)."""
-    service.write(WRITER, body(id="m1"))
-    result = service.write(
-        WRITER, body(id="m1", content="Unverified change.", trust="untrusted", expected_version=1)
-    )
-    assert result.item.status is Status.QUARANTINED
-    assert service.search(WRITER, query("email unverified")).items == []
+    """Creating an id held by an agent the key cannot see says 'in use', nothing more."""
+    service.write(WRITER, body(id="shared", agent_id="sales-bot"))
+    service.write(WRITER, body(id="shared", agent_id="sales-bot", expected_version=1))
+    with pytest.raises(InvalidTransition) as caught:
+        service.write(agent_key(), body(id="shared", trust="untrusted"))
+    assert caught.value.current_version is None
+    assert "2" not in caught.value.detail
+
+
+def test_a_correction_of_an_invisible_item_looks_like_an_unknown_one(
+    service: MemoryService,
+) -> None:
+    """An agent-bound key learns nothing about another agent's item through supersedes_id."""
+    service.write(WRITER, body(id="theirs", agent_id="sales-bot"))
+    agent = agent_key()
+    errors = []
+    for target in ("theirs", "nobody-has-this-id"):
+        with pytest.raises(ValidationError) as caught:
+            service.write(agent, body(id=f"fix-{target}", trust="untrusted", supersedes_id=target))
+        errors.append(caught.value.detail)
+    assert errors[0] == errors[1]
 
 
 def test_a_rewrite_cannot_move_an_item_to_another_subject(service: MemoryService) -> None:

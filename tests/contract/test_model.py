@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -40,7 +41,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.ports import Store
-from governed_memory.service import MemoryService
+from governed_memory.service import MemoryService, WriteResult
 from tests.conftest import make_store, postgres_dsn
 from tests.support.fakes import FakeClock, principal
 
@@ -102,6 +103,9 @@ class Lifecycle(RuleBasedStateMachine):
         self.service = MemoryService(store, Keyring(b"k" * 32), clock=self.clock)
         self.model: dict[tuple[str, str], Expected] = {}
         self.keys: set[tuple[str, str]] = set()
+        # Acknowledged requests sent with an idempotency key: how to send them again, the
+        # first answer, and the item it is about (to tell whether it was forgotten since).
+        self.keyed: list[tuple[Callable[[], Any], Any, tuple[str, str] | None]] = []
 
     def teardown(self) -> None:
         try:
@@ -139,6 +143,7 @@ class Lifecycle(RuleBasedStateMachine):
         kind=st.sampled_from(sorted(KINDS)),
         stale=st.booleans(),
         supersedes=st.none() | st.sampled_from(IDS),
+        keyed=st.booleans(),
     )
     def write(
         self,
@@ -153,6 +158,7 @@ class Lifecycle(RuleBasedStateMachine):
         kind: str,
         stale: bool,
         supersedes: str | None,
+        keyed: bool,
     ) -> None:
         current = self.model.get((tenant, memory_id))
         if current is not None:  # a rewrite keeps agent, purpose and subject
@@ -186,6 +192,8 @@ class Lifecycle(RuleBasedStateMachine):
             outcome = VersionConflict
         elif current is not None and current.status not in LIVE:
             outcome = InvalidTransition
+        elif current is not None and current.status is Status.ACTIVE and not trusted:
+            outcome = PermissionDenied  # an untrusted rewrite cannot displace an active item
         elif current is None and supersedes is not None:
             target = self.model.get((tenant, supersedes))
             if (
@@ -201,7 +209,16 @@ class Lifecycle(RuleBasedStateMachine):
             with pytest.raises(outcome):
                 self.service.write(who, request)
             return
-        result = self.service.write(who, request)
+        key = self._key() if keyed else None
+        result = self.service.write(who, request, idempotency_key=key)
+        if key is not None:
+            self.keyed.append(
+                (
+                    lambda: self.service.write(who, request, idempotency_key=key),
+                    result,
+                    (tenant, memory_id),
+                )
+            )
         status = Status.ACTIVE if trusted else Status.QUARANTINED
         item = Expected(
             agent=agent_id,
@@ -227,9 +244,16 @@ class Lifecycle(RuleBasedStateMachine):
         by_writer=st.booleans(),
         stale=st.booleans(),
         promote=st.booleans(),
+        keyed=st.booleans(),
     )
     def review(
-        self, tenant: str, memory_id: str, by_writer: bool, stale: bool, promote: bool
+        self,
+        tenant: str,
+        memory_id: str,
+        by_writer: bool,
+        stale: bool,
+        promote: bool,
+        keyed: bool,
     ) -> None:
         item = self.model.get((tenant, memory_id))
         who = writer(tenant) if by_writer else reviewer(tenant)
@@ -250,7 +274,16 @@ class Lifecycle(RuleBasedStateMachine):
                 call(who, memory_id, expected_version)
             return
         assert item is not None
-        result = call(who, memory_id, expected_version)
+        key = self._key() if keyed else None
+        result = call(who, memory_id, expected_version, idempotency_key=key)
+        if key is not None:
+            self.keyed.append(
+                (
+                    lambda: call(who, memory_id, expected_version, idempotency_key=key),
+                    result,
+                    (tenant, memory_id),
+                )
+            )
         item.version += 1
         if promote:
             item.status = Status.ACTIVE
@@ -259,15 +292,26 @@ class Lifecycle(RuleBasedStateMachine):
             item.status = Status.REJECTED
         assert result.status is item.status
 
-    @rule(tenant=st.sampled_from(TENANTS), subject=st.sampled_from(SUBJECTS))
-    def forget(self, tenant: str, subject: str) -> None:
+    @rule(tenant=st.sampled_from(TENANTS), subject=st.sampled_from(SUBJECTS), keyed=st.booleans())
+    def forget(self, tenant: str, subject: str, keyed: bool) -> None:
         doomed = [
             item
             for (t, _), item in self.model.items()
             if t == tenant and item.subject == subject and item.status is not Status.DELETED
         ]
         head = self.service.store.head()
-        result = self.service.forget_subject(writer(tenant), subject)
+        key = self._key() if keyed else None
+        result = self.service.forget_subject(writer(tenant), subject, idempotency_key=key)
+        if key is not None:
+            self.keyed.append(
+                (
+                    lambda: self.service.forget_subject(
+                        writer(tenant), subject, idempotency_key=key
+                    ),
+                    result,
+                    None,
+                )
+            )
         assert result.affected == len(doomed)
         had_key = (tenant, subject) in self.keys
         assert self.service.store.head() == head + (1 if doomed or had_key else 0)
@@ -275,6 +319,27 @@ class Lifecycle(RuleBasedStateMachine):
             item.status = Status.DELETED
             item.version += 1
         self.keys.discard((tenant, subject))
+
+    def _key(self) -> str:
+        return f"key-{len(self.keyed)}-{self.service.store.head()}"
+
+    @precondition(lambda self: bool(self.keyed))
+    @rule(pick=st.integers(min_value=0))
+    def retry_a_keyed_request(self, pick: int) -> None:
+        """A retry of an acknowledged keyed request: the first answer, and no new event.
+
+        Once the item's subject is forgotten its content is gone, so the replay shows the
+        item as it was then, without content.
+        """
+        again, first, about = self.keyed[pick % len(self.keyed)]
+        head = self.service.store.head()
+        result = again()
+        assert self.service.store.head() == head
+        if about is not None and self.model[about].status is Status.DELETED:
+            item = first.item if isinstance(first, WriteResult) else first
+            forgotten = dataclasses.replace(item, content=None)
+            first = dataclasses.replace(first, item=forgotten) if item is not first else forgotten
+        assert result == first
 
     @rule(days=st.sampled_from([0.5, 2]))
     def time_passes_and_the_worker_sweeps(self, days: float) -> None:

@@ -29,8 +29,8 @@ def log_of(plan: list[tuple[str, int, bool]]) -> list[Event]:
         now = START + timedelta(seconds=step)
         ctx = Context(now, principal(), lambda: f"e{next(counter)}")
         current = replay(events).get(("acme", memory_id))
-        if current is not None and current.status not in (Status.ACTIVE, Status.QUARANTINED):
-            continue
+        if current is not None and current.status is not Status.QUARANTINED:
+            continue  # only quarantined items take further untrusted rewrites
         version = 0 if current is None else current.version
         for _ in range(rewrites + 1):
             command = WriteMemory.parse(

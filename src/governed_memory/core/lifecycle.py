@@ -82,7 +82,7 @@ def _supersede(
     A correction supersedes only an active item of its own tenant, agent and purpose;
     if the target has left ``active`` meanwhile, the correction simply stands alone.
     """
-    if target is None or target.status is not Status.ACTIVE:
+    if target is None or effective_status(target, ctx.now) is not Status.ACTIVE:
         return []
     if correction is not None and not _same_scope(correction, target):
         return []
@@ -119,13 +119,15 @@ def decide_write(
         )
     if current is not None and not visible(principal, current):
         if command.expected_version == 0:
-            raise VersionConflict(memory_id, 0, current.version)
+            # Ids are unique per tenant, so the clash itself cannot be hidden; its
+            # version and state can.
+            raise InvalidTransition(f"memory id {memory_id!r} is already in use")
         raise NotFound(f"memory {memory_id!r} not found")
     _check_version(memory_id, current, command.expected_version)
     if current is not None:
-        _check_rewrite(command, current)
+        _check_rewrite(ctx, command, current)
     elif command.supersedes_id is not None:
-        _check_correction_target(command, target)
+        _check_correction_target(ctx, command, target)
 
     status = Status.QUARANTINED if command.trust is Trust.UNTRUSTED else Status.ACTIVE
     supersedes_id = command.supersedes_id if current is None else current.supersedes_id
@@ -160,11 +162,28 @@ def decide_write(
     return events
 
 
-def _check_rewrite(command: WriteMemory, current: ItemState) -> None:
-    if current.status not in LIVE_STATUSES:
+def effective_status(item: ItemState, now: datetime) -> Status:
+    """The item's status at ``now``: a live item past its expiry is expired already,
+    whether or not the expiry worker has recorded it yet."""
+    if item.status in LIVE_STATUSES and item.expires_at <= now:
+        return Status.EXPIRED
+    return item.status
+
+
+def _check_rewrite(ctx: Context, command: WriteMemory, current: ItemState) -> None:
+    status = effective_status(current, ctx.now)
+    if status not in LIVE_STATUSES:
         raise InvalidTransition(
-            f"memory {current.id!r} is {current.status.value} and cannot be rewritten",
+            f"memory {current.id!r} is {status.value} and cannot be rewritten",
             current.version,
+        )
+    if status is Status.ACTIVE and command.trust is Trust.UNTRUSTED:
+        # An untrusted write must never knock an active memory out of retrieval: it
+        # would replace the content and send the item back to quarantine. Such a
+        # change is proposed as a correction instead, which waits beside the original.
+        raise PermissionDenied(
+            f"memory {current.id!r} is active: an untrusted rewrite cannot replace it; "
+            "write a correction (supersedes_id) for review instead"
         )
     for name in ("agent_id", "subject_id", "purpose"):
         if getattr(command, name) != getattr(current, name):
@@ -173,14 +192,15 @@ def _check_rewrite(command: WriteMemory, current: ItemState) -> None:
         raise ValidationError.field("supersedes_id", "cannot change when an item is rewritten")
 
 
-def _check_correction_target(command: WriteMemory, target: ItemState | None) -> None:
-    if target is None:
-        raise ValidationError.field("supersedes_id", "names no item of this tenant")
+def _check_correction_target(ctx: Context, command: WriteMemory, target: ItemState | None) -> None:
+    if target is None or not visible(ctx.principal, target):
+        # Another agent's item is reported exactly like an unknown one: no oracle.
+        raise ValidationError.field("supersedes_id", "names no item this credential can see")
     if (target.agent_id, target.purpose) != (command.agent_id, command.purpose):
         raise ValidationError.field(
             "supersedes_id", "the superseded item must share agent_id and purpose"
         )
-    if target.status is not Status.ACTIVE:
+    if effective_status(target, ctx.now) is not Status.ACTIVE:
         raise ValidationError.field("supersedes_id", "the superseded item must be active")
 
 
@@ -191,10 +211,10 @@ def _reviewable(
     if current is None or not visible(ctx.principal, current):
         raise NotFound(f"memory {memory_id!r} not found")
     _check_version(memory_id, current, expected)
-    if current.status is not Status.QUARANTINED:
+    status = effective_status(current, ctx.now)
+    if status is not Status.QUARANTINED:
         raise InvalidTransition(
-            f"memory {memory_id!r} is {current.status.value}, not quarantined",
-            current.version,
+            f"memory {memory_id!r} is {status.value}, not quarantined", current.version
         )
     return current
 
