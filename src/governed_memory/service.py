@@ -241,10 +241,26 @@ class MemoryService:
         content_hash = (
             self.keyring.content_hash(subject_key, command.content) if subject_key else ""
         )
-        if record.fingerprint != _fingerprint(command.fingerprint(content_hash)):
+        memory_id_ = record.result["memory_id"]
+        if record.fingerprint != _fingerprint(
+            command.fingerprint(content_hash)
+        ) and not self._forgotten_since(principal.tenant_id, memory_id_, command):
             raise IdempotencyKeyReused(f"idempotency key {key!r} was used for a different request")
-        item = self._item_at(principal, record.result["memory_id"], record.result["version"])
+        item = self._item_at(principal, memory_id_, record.result["version"])
         return WriteResult(item, bool(record.result["created"]))
+
+    def _forgotten_since(self, tenant: str, memory_id_: str, command: WriteMemory) -> bool:
+        """Whether the keyed write's item has been forgotten since, so its content hash
+        died with the subject's key and a retry can no longer be compared by content. The
+        retry (of the same item and subject) then gets the first answer, without content;
+        nothing is written either way."""
+        current = self.store.get(tenant, memory_id_)
+        return (
+            current is not None
+            and current.status is Status.DELETED
+            and current.subject_id == command.subject_id
+            and command.memory_id in (None, memory_id_)
+        )
 
     def promote(
         self,
@@ -523,8 +539,8 @@ class MemoryService:
         hits = []
         for r in fitted.chosen:
             state = states.get(r.candidate.memory_id)
-            if state is None or state.status is not Status.ACTIVE:
-                continue  # changed between the two reads; never return a non-active item
+            if state is None or not _still_matches(state, query, now):
+                continue  # changed between the two reads: never return what the filters refuse
             hits.append(
                 SearchHit(
                     MemoryItem.from_state(state, self.decrypt(state)),
@@ -569,8 +585,14 @@ class MemoryService:
     def events_after(
         self, principal: Principal, after: int = 0, limit: int = 100
     ) -> list[AuditEvent]:
-        """The tenant's audit feed: content-free events with a position above ``after``."""
+        """The tenant's audit feed: content-free events with a position above ``after``.
+
+        The feed is tenant-wide (it names every agent's items), so a credential bound to
+        some agents cannot read it; per-item history stays open to them.
+        """
         require_scope(principal, Scope.AUDIT_READ)
+        if principal.agents is not None:
+            raise PermissionDenied("the audit feed is tenant-wide: it needs a key for every agent")
         if isinstance(after, bool) or not isinstance(after, int) or after < 0:
             raise ValidationError.field("after", "must be an integer of 0 or more")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
@@ -608,7 +630,9 @@ class MemoryService:
     def _item_at(self, principal: Principal, memory_id_: str, version: int) -> MemoryItem:
         """The item as it was right after ``version`` (for idempotent replies)."""
         current = self.store.get(principal.tenant_id, memory_id_)
-        if current is None:
+        if current is None or not visible(principal, current):
+            # The key namespace is the tenant's; the item may belong to an agent this
+            # caller cannot act for, and a replay must not show it more than a get would.
             raise NotFound(f"memory {memory_id_!r} not found")
         projection = Projection()
         state: ItemState | None = None
@@ -713,6 +737,17 @@ def _version(value: object) -> int:
     from governed_memory.core.commands import version
 
     return version(value)
+
+
+def _still_matches(state: ItemState, query: SearchQuery, now: datetime) -> bool:
+    """The hard filters of SPEC §6.1, checked again on the item as finally read."""
+    return (
+        state.status is Status.ACTIVE
+        and state.expires_at > now
+        and (state.agent_id, state.purpose) == (query.agent_id, query.purpose)
+        and (query.subject_id is None or state.subject_id == query.subject_id)
+        and (query.kinds is None or state.kind in query.kinds)
+    )
 
 
 def _audit(stored: StoredEvent, version: int | None) -> AuditEvent:

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from governed_memory.errors import IdempotencyKeyReused, VersionConflict
+from governed_memory.core.values import Scope
+from governed_memory.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    PermissionDenied,
+    VersionConflict,
+)
 from governed_memory.service import MemoryService
 from tests.support.fakes import body, principal
 
@@ -140,3 +146,22 @@ def test_concurrent_writers_of_distinct_items_all_commit_in_order(
     assert positions == sorted(positions)
     assert len(set(positions)) == 16
     assert service.verify_replay().ok
+
+
+def test_an_idempotent_replay_shows_nothing_a_get_would_not(service: MemoryService) -> None:
+    """A reviewer bound to another agent reusing a key learns nothing about the item."""
+    service.write(WRITER, body(id="secret", trust="untrusted"))
+    own = principal(name="rev-a", scopes={Scope.MEMORY_REVIEW}, agents={"support-bot"})
+    other = principal(name="rev-b", scopes={Scope.MEMORY_REVIEW}, agents={"sales-bot"})
+    service.promote(own, "secret", 1, idempotency_key="promote-secret")
+    with pytest.raises(NotFound):
+        service.promote(other, "secret", 1, idempotency_key="promote-secret")
+
+
+def test_the_audit_feed_needs_a_key_for_every_agent(service: MemoryService) -> None:
+    """The tenant-wide feed names every agent's items, so agent-bound keys cannot read it."""
+    service.write(WRITER, body(id="m1"))
+    bound = principal(name="auditor", scopes={Scope.AUDIT_READ}, agents={"support-bot"})
+    with pytest.raises(PermissionDenied):
+        service.events_after(bound)
+    assert [e.type for e in service.history(bound, "m1")] == ["memory.written"]
