@@ -22,6 +22,7 @@ from governed_memory.crypto import CryptoError, parse_master_key
 from governed_memory.errors import GovernedMemoryError, ValidationError
 
 PREFIX = "GMEM_"
+MAX_TTL_SECONDS = 100 * 365 * 86_400  # a century: beyond it timestamps overflow
 CONFIG_FILE_VARIABLE = "GMEM_CONFIG_FILE"
 
 
@@ -56,14 +57,22 @@ class Settings(BaseSettings):
     metrics_enabled: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    ttl_fact_default_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][0], ge=1)
-    ttl_fact_max_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][1], ge=1)
-    ttl_preference_default_seconds: int = Field(DEFAULT_TTLS[Kind.PREFERENCE][0], ge=1)
-    ttl_preference_max_seconds: int = Field(DEFAULT_TTLS[Kind.PREFERENCE][1], ge=1)
-    ttl_skill_default_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][0], ge=1)
-    ttl_skill_max_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][1], ge=1)
-    ttl_working_note_default_seconds: int = Field(DEFAULT_TTLS[Kind.WORKING_NOTE][0], ge=1)
-    ttl_working_note_max_seconds: int = Field(DEFAULT_TTLS[Kind.WORKING_NOTE][1], ge=1)
+    ttl_fact_default_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][0], ge=1, le=MAX_TTL_SECONDS)
+    ttl_fact_max_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][1], ge=1, le=MAX_TTL_SECONDS)
+    ttl_preference_default_seconds: int = Field(
+        DEFAULT_TTLS[Kind.PREFERENCE][0], ge=1, le=MAX_TTL_SECONDS
+    )
+    ttl_preference_max_seconds: int = Field(
+        DEFAULT_TTLS[Kind.PREFERENCE][1], ge=1, le=MAX_TTL_SECONDS
+    )
+    ttl_skill_default_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][0], ge=1, le=MAX_TTL_SECONDS)
+    ttl_skill_max_seconds: int = Field(DEFAULT_TTLS[Kind.SKILL][1], ge=1, le=MAX_TTL_SECONDS)
+    ttl_working_note_default_seconds: int = Field(
+        DEFAULT_TTLS[Kind.WORKING_NOTE][0], ge=1, le=MAX_TTL_SECONDS
+    )
+    ttl_working_note_max_seconds: int = Field(
+        DEFAULT_TTLS[Kind.WORKING_NOTE][1], ge=1, le=MAX_TTL_SECONDS
+    )
 
     def ttl_policy(self) -> TtlPolicy:
         """The per-kind TTL policy these settings describe."""

@@ -21,6 +21,7 @@ import contextlib
 import hmac
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,26 @@ def _create_key_file(directory: Path, path: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
+KEY_CACHE_SECONDS = 60.0
+KEY_CACHE_SIZE = 4096
+
+
+def _fresh(cache: dict[bytes, tuple[float, bytes]], key_id: bytes) -> bytes | None:
+    entry = cache.get(key_id)
+    if entry is None:
+        return None
+    if entry[0] < time.monotonic():
+        cache.pop(key_id, None)
+        return None
+    return entry[1]
+
+
+def _remember(cache: dict[bytes, tuple[float, bytes]], key_id: bytes, value: bytes) -> None:
+    if len(cache) >= KEY_CACHE_SIZE:
+        cache.clear()
+    cache[key_id] = (time.monotonic() + KEY_CACHE_SECONDS, value)
+
+
 class Keyring:
     """Everything that needs the master key: wrapping, sealing, hashing."""
 
@@ -116,9 +137,12 @@ class Keyring:
         self._wrapper = AESGCM(_hkdf(master_key, b"gmem/v1/wrap"))
         self._index_root = _hkdf(master_key, b"gmem/v1/index")
         self._index_keys: dict[str, bytes] = {}
-        self._unwrapped: dict[bytes, bytes] = {}
-        self._hash_keys: dict[bytes, bytes] = {}
-        self._term_cache: dict[tuple[str, str], int] = {}
+        # Unwrapped data keys and their derived hash keys, by key id, for a short while:
+        # another instance may destroy a key at any moment, and the service re-reads the
+        # key row before every use, so a cached raw key only saves the unwrap; the time
+        # limit bounds how long a destroyed key's bytes can linger in this process.
+        self._unwrapped: dict[bytes, tuple[float, bytes]] = {}
+        self._hash_keys: dict[bytes, tuple[float, bytes]] = {}
 
     # -- subject keys ---------------------------------------------------------------------
 
@@ -134,7 +158,7 @@ class Keyring:
 
     def unwrap(self, key: SubjectKey) -> bytes:
         """The raw data key of a stored subject key (cached by key id)."""
-        cached = self._unwrapped.get(key.key_id)
+        cached = _fresh(self._unwrapped, key.key_id)
         if cached is not None:
             return cached
         nonce, body = key.wrapped[:NONCE_BYTES], key.wrapped[NONCE_BYTES:]
@@ -144,9 +168,7 @@ class Keyring:
             )
         except InvalidTag:
             raise CryptoError("a subject key failed authentication under the master key") from None
-        if len(self._unwrapped) > 4096:
-            self._unwrapped.clear()
-        self._unwrapped[key.key_id] = raw
+        _remember(self._unwrapped, key.key_id, raw)
         return raw
 
     def forget_cached(self, key_id: bytes) -> None:
@@ -201,32 +223,22 @@ class Keyring:
 
     def content_hash(self, key: SubjectKey, content: str) -> str:
         """HMAC-SHA-256 of the NFC content under a key derived from the subject key."""
-        hash_key = self._hash_keys.get(key.key_id)
+        hash_key = _fresh(self._hash_keys, key.key_id)
         if hash_key is None:
             hash_key = _hkdf(self.unwrap(key), b"gmem/v1/content-hash")
-            if len(self._hash_keys) > 4096:
-                self._hash_keys.clear()
-            self._hash_keys[key.key_id] = hash_key
+            _remember(self._hash_keys, key.key_id, hash_key)
         return hmac.digest(hash_key, content.encode("utf-8"), "sha256").hex()
 
     # -- search terms ---------------------------------------------------------------------
 
     def term_ids(self, tenant_id: str, words: list[str]) -> list[int]:
         """Signed 64-bit keyed hashes of search terms, under the tenant's index key."""
-        cache = self._term_cache
-        found = [cache.get((tenant_id, w)) for w in words]
-        if None not in found:
-            return found  # type: ignore[return-value]
+        # No cache of words: it would keep plaintext of content in memory past a forget.
         key = self._index_keys.get(tenant_id)
         if key is None:
             key = _hkdf(self._index_root, b"tenant\x00" + tenant_id.encode("utf-8"))
             self._index_keys[tenant_id] = key
-        if len(cache) > 50_000:  # bounded: a Zipf vocabulary keeps the hot terms hot
-            cache.clear()
-        ids = []
-        for word, known in zip(words, found, strict=True):
-            if known is None:
-                digest = hmac.digest(key, word.encode("utf-8"), "sha256")
-                known = cache[(tenant_id, word)] = int.from_bytes(digest[:8], "big", signed=True)
-            ids.append(known)
-        return ids
+        return [
+            int.from_bytes(hmac.digest(key, w.encode("utf-8"), "sha256")[:8], "big", signed=True)
+            for w in words
+        ]

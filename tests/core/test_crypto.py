@@ -90,3 +90,22 @@ def test_the_key_file_is_created_once_with_mode_0600(tmp_path: Path) -> None:
     first = load_or_create_key_file(tmp_path)
     assert load_or_create_key_file(tmp_path) == first
     assert stat.S_IMODE(os.stat(tmp_path / "master.key").st_mode) == 0o600
+
+
+def test_no_plaintext_word_is_kept_in_the_keyring(ring: Keyring) -> None:
+    """Search terms are hashed on the fly: no cache holds content words after the call."""
+    ring.term_ids("acme", ["zqxsecretword"])
+    assert "zqxsecretword" not in repr(vars(ring))
+
+
+def test_cached_data_keys_expire(ring: Keyring, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unwrapped key lingers in memory for a bounded time only."""
+    import governed_memory.crypto as crypto
+
+    key = ring.new_subject_key("acme", "customer-1")
+    ring.unwrap(key)
+    assert crypto._fresh(ring._unwrapped, key.key_id) is not None
+    monkeypatch.setattr(crypto, "KEY_CACHE_SECONDS", -1.0)
+    ring.forget_cached(key.key_id)
+    ring.unwrap(key)
+    assert crypto._fresh(ring._unwrapped, key.key_id) is None

@@ -97,3 +97,10 @@ def test_idempotency_keys_are_visible_ascii() -> None:
     for bad in ["", "a b", "x" * 256, "ключ"]:
         with pytest.raises(ValidationError):
             v.idempotency_key(bad)
+
+
+@pytest.mark.parametrize("edge", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_timestamps_at_the_edge_of_the_calendar_are_validation_errors(edge: str) -> None:
+    """An instant that cannot be expressed in UTC is refused, not a crash."""
+    with pytest.raises(ValidationError, match="representable"):
+        v.utc(edge, "expires_at")

@@ -117,13 +117,16 @@ def unseen_bound(lasts: Mapping[int, float], uppers: Mapping[int, float]) -> flo
     """
     if not lasts:
         return -math.inf
-    points = {0.0, STATIC_MAX}
+    # An unseen item holds some term t of an unfinished list, and its term part is not
+    # negative, so its static part is at most last_t: at most the largest last value.
+    cap = min(STATIC_MAX, max(lasts.values()))
+    points = {0.0, cap}
     for term, last in lasts.items():
         points.update((last, last - uppers[term]))
     return max(
         s + sum(min(uppers[t], max(0.0, last - s)) for t, last in lasts.items())
         for s in points
-        if 0.0 <= s <= STATIC_MAX
+        if 0.0 <= s <= cap
     )
 
 

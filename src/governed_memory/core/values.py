@@ -169,7 +169,10 @@ def utc(value: object, field: str) -> datetime:
         raise ValidationError.field(field, "must be an RFC 3339 timestamp")
     if value.tzinfo is None:
         raise ValidationError.field(field, "must carry a timezone offset")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValidationError.field(field, "is out of the representable range") from None
 
 
 def to_micros(instant: datetime) -> int:

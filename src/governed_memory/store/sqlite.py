@@ -285,12 +285,18 @@ class SQLiteStore:
                 conn.execute("ROLLBACK")
             else:
                 conn.execute("COMMIT")
-        except Exception as error:  # noqa: BLE001 - the whole group failed to commit
+        except BaseException as error:  # the whole group failed to commit
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            failure = _translate(error)
-            for pending in group:
+            failure = (
+                _translate(error)
+                if isinstance(error, Exception)
+                else StoreUnavailable("the write was interrupted")
+            )
+            for pending in group:  # nobody is acknowledged for a transaction that failed
                 pending.error, pending.result = pending.error or failure, []
+            if not isinstance(error, Exception):
+                raise
         else:
             self._scope_ids.update(new_scopes)
             if any(p.batch.destroy_key is not None and p.error is None for p in group):
