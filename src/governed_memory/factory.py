@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from governed_memory.core.policy import TtlPolicy
-from governed_memory.crypto import Keyring, load_or_create_key_file, parse_master_key
+from governed_memory.crypto import (
+    MASTER_KEY_FILE,
+    CryptoError,
+    Keyring,
+    load_or_create_key_file,
+    parse_master_key,
+)
 from governed_memory.errors import ValidationError
 from governed_memory.ports import Clock, Store
 from governed_memory.service import MemoryService
@@ -75,8 +81,35 @@ def open_service(
             "GMEM_MASTER_KEY is required with a PostgreSQL database: every instance must "
             "share one master key"
         )
-    keyring = open_keyring(data_dir=data_dir, master_key=master_key)
     store = open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
+    try:
+        keyring = _matching_keyring(store, data_dir, master_key)
+    except BaseException:
+        store.close()
+        raise
     return MemoryService(store, keyring, policy=policy, clock=clock)
+
+
+def _matching_keyring(store: Store, data_dir: str | Path, master_key: str | None) -> Keyring:
+    """The keyring, refusing a master key that did not wrap the keys already stored.
+
+    A lost or swapped ``master.key`` must stop the service at start-up, not surface later
+    as undecryptable reads and a store split between two keys.
+    """
+    probe = next(store.subject_keys(limit=1), None)
+    if not master_key and probe is not None and not (Path(data_dir) / MASTER_KEY_FILE).exists():
+        raise ValidationError(
+            f"{MASTER_KEY_FILE} is missing from the data directory, but the store holds subject "
+            "keys wrapped by a master key: restore the file or set GMEM_MASTER_KEY"
+        )
+    keyring = open_keyring(data_dir=data_dir, master_key=master_key)
+    if probe is not None:
+        try:
+            keyring.unwrap(probe)
+        except CryptoError:
+            raise ValidationError(
+                "the master key does not match the subject keys stored in this database"
+            ) from None
+    return keyring

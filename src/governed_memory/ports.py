@@ -184,8 +184,8 @@ class Store(Protocol):
         """Replace the tenant's projection rows and postings with ``changes``, atomically."""
         ...
 
-    def subject_keys(self) -> Iterator[SubjectKey]:
-        """Every stored (wrapped) subject key, for exports."""
+    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
+        """Stored (wrapped) subject keys, all of them unless ``limit`` says how many."""
         ...
 
     def add_api_key(self, key: ApiKey) -> None: ...

@@ -238,3 +238,21 @@ def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
     scopes = store._query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
     assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
     store.close()
+
+
+def test_a_lost_or_swapped_master_key_stops_the_start(data_dir: Path) -> None:
+    """A store whose keys were wrapped by another master key refuses to open."""
+    import base64
+
+    from governed_memory.errors import ValidationError
+
+    first = open_service(data_dir=data_dir)
+    first.write(WRITER, body(id="m1"))
+    first.store.close()
+    (data_dir / "master.key").unlink()
+    with pytest.raises(ValidationError, match="missing"):
+        open_service(data_dir=data_dir)
+    assert not (data_dir / "master.key").exists()
+    other = base64.b64encode(secrets.token_bytes(32)).decode()
+    with pytest.raises(ValidationError, match="does not match"):
+        open_service(data_dir=data_dir, master_key=other)

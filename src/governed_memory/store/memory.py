@@ -265,9 +265,9 @@ class MemoryStore:
                 self._items[change.item.key] = change.item
                 self._reindex(change.item, change.index)
 
-    def subject_keys(self) -> Iterator[SubjectKey]:
+    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
         with self._lock:
-            return iter(list(self._keys.values()))
+            return iter(list(self._keys.values())[:limit])
 
     def add_api_key(self, key: ApiKey) -> None:
         with self._lock:

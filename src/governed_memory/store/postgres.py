@@ -672,10 +672,11 @@ class PostgresStore:
             if changes:
                 _load(conn, tenant_id, changes)
 
-    def subject_keys(self) -> Iterator[SubjectKey]:
+    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
         rows = self._query(
             "SELECT tenant_id, subject_id, key_id, wrapped FROM subject_keys "
-            "ORDER BY tenant_id, subject_id"
+            "ORDER BY tenant_id, subject_id LIMIT %s",
+            (limit,),  # LIMIT NULL reads every row
         )
         return (SubjectKey(t, s, bytes(k), bytes(w)) for t, s, k, w in rows)
 

@@ -751,10 +751,11 @@ class SQLiteStore:
         self._transaction(work)
         self._scope_ids.update(new_scopes)  # only once the scope rows are committed
 
-    def subject_keys(self) -> Iterator[SubjectKey]:
+    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
         rows = self._query(
             "SELECT tenant_id, subject_id, key_id, wrapped FROM subject_keys "
-            "ORDER BY tenant_id, subject_id"
+            "ORDER BY tenant_id, subject_id LIMIT ?",
+            (-1 if limit is None else limit,),  # LIMIT -1 reads every row
         )
         return (SubjectKey(t, s, bytes(k), bytes(w)) for t, s, k, w in rows)
 
