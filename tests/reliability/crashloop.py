@@ -119,8 +119,11 @@ class Worker:
         token = "tok" + secrets.token_hex(6)
         return f"Crash loop note {memory_id} version {version}: {token} stays findable."
 
-    def _write(self, kind: str, memory_id: str, subject: str, version: int) -> Op:
-        trust = self.rng.choice(["trusted", "untrusted"])
+    def _write(
+        self, kind: str, memory_id: str, subject: str, version: int, active: bool = False
+    ) -> Op:
+        # An untrusted rewrite may not replace an active item (it takes a correction).
+        trust = "trusted" if active else self.rng.choice(["trusted", "untrusted"])
         body = {
             "agent_id": "crash-bot",
             "subject_id": subject,
@@ -155,7 +158,8 @@ class Worker:
         if roll < 0.45 and live:
             memory_id = self.rng.choice(live)
             current = self.items[memory_id]
-            return self._write("rewrite", memory_id, current.subject, current.version)
+            active = current.status == "active"
+            return self._write("rewrite", memory_id, current.subject, current.version, active)
         memory_id = f"w{self.number}-{self.run_id}-{self.sequence}"
         subject = f"w{self.number}-s{self.rng.randrange(SUBJECTS_PER_WORKER)}"
         return self._write("create", memory_id, subject, 0)
