@@ -69,23 +69,28 @@ def _change(
 
 
 def export_log(service: MemoryService) -> Iterator[dict[str, Any]]:
-    """Every live subject key, then every event, as JSON-ready records."""
-    for key in service.store.subject_keys():
-        yield {
-            "record": "subject_key",
-            "tenant_id": key.tenant_id,
-            "subject_id": key.subject_id,
-            "key_id": base64.b64encode(key.key_id).decode("ascii"),
-            "wrapped": base64.b64encode(key.wrapped).decode("ascii"),
-        }
-    after = 0
-    while True:
-        page = service.store.events_after(None, after, IMPORT_CHUNK)
-        for stored in page:
-            yield {"record": "event"} | stored_to_json(stored)
-        if len(page) < IMPORT_CHUNK:
-            return
-        after = page[-1].position
+    """Every live subject key, then every event, as JSON-ready records.
+
+    Everything is read from one snapshot of the store: a forget committing during the
+    export must not leave the export holding both a destroyed key and its ciphertext.
+    """
+    with service.store.snapshot():
+        for key in service.store.subject_keys():
+            yield {
+                "record": "subject_key",
+                "tenant_id": key.tenant_id,
+                "subject_id": key.subject_id,
+                "key_id": base64.b64encode(key.key_id).decode("ascii"),
+                "wrapped": base64.b64encode(key.wrapped).decode("ascii"),
+            }
+        after = 0
+        while True:
+            page = service.store.events_after(None, after, IMPORT_CHUNK)
+            for stored in page:
+                yield {"record": "event"} | stored_to_json(stored)
+            if len(page) < IMPORT_CHUNK:
+                return
+            after = page[-1].position
 
 
 def _subject_key(data: dict[str, Any]) -> SubjectKey:

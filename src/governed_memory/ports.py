@@ -10,6 +10,7 @@ it needs, a store may commit several batches of concurrent callers in one transa
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -182,6 +183,11 @@ class Store(Protocol):
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
         """Replace the tenant's projection rows and postings with ``changes``, atomically."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """While open, this thread's reads see one consistent state of the store (used by
+        exports, so keys and events cannot straddle a concurrent forget)."""
         ...
 
     def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:

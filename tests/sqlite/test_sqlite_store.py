@@ -256,3 +256,21 @@ def test_a_lost_or_swapped_master_key_stops_the_start(data_dir: Path) -> None:
     other = base64.b64encode(secrets.token_bytes(32)).decode()
     with pytest.raises(ValidationError, match="does not match"):
         open_service(data_dir=data_dir, master_key=other)
+
+
+def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """A reader pinning the WAL delays the purge, never blocks the writer, never skips it."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    key = store.subject_key("acme", "customer-1")
+    assert key is not None
+    with store.snapshot():
+        embedded.forget_subject(WRITER, "customer-1")  # returns at once
+    assert store._checkpoint_due
+    embedded.write(WRITER, body(id="m2", subject_id="customer-2"))
+    assert not store._checkpoint_due
+    for name, data in files_of(data_dir).items():
+        assert key.wrapped not in data, name

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from governed_memory.apikeys import ApiKey
@@ -264,6 +265,11 @@ class MemoryStore:
             for change in changes:
                 self._items[change.item.key] = change.item
                 self._reindex(change.item, change.index)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        with self._lock:  # writers wait: every read inside sees one state
+            yield
 
     def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
         with self._lock:

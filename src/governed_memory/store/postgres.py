@@ -141,6 +141,7 @@ class PostgresStore:
         self._queue_lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._closed = False
+        self._pinned = threading.local()  # a snapshot's connection, per thread
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             dsn,
             min_size=min_size,
@@ -181,8 +182,25 @@ class PostgresStore:
             raise _translate(error) from None
 
     def _query(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        pinned: Connection | None = getattr(self._pinned, "conn", None)
+        if pinned is not None:
+            try:
+                return pinned.execute(query, params).fetchall()
+            except psycopg.Error as error:
+                raise _translate(error) from None
         with self._connection() as conn:
             return conn.execute(query, params).fetchall()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """This thread's reads share one REPEATABLE READ, read-only transaction."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._pinned.conn = conn
+            try:
+                yield
+            finally:
+                self._pinned.conn = None
 
     def migrate(self) -> list[int]:
         """Apply every migration not yet recorded, in one transaction.

@@ -21,6 +21,7 @@ import time
 from array import array
 from collections import ChainMap
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -137,6 +138,7 @@ class SQLiteStore:
         self._readers_lock = threading.Lock()
         self._scope_ids: dict[tuple[str, str, str], int] = {}
         self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
+        self._checkpoint_due = False  # a forget's WAL truncation still to finish
         self._closed = False
         self.migrate()
 
@@ -220,6 +222,8 @@ class SQLiteStore:
                 conn.close()
             self._readers.clear()
         with self._write_lock:
+            if self._checkpoint_due:
+                self._checkpoint()  # a forget's pages must not stay in the WAL
             self._writer.close()
 
     def ping(self) -> None:
@@ -233,12 +237,24 @@ class SQLiteStore:
         with self._write_lock:
             return self._checkpoint()
 
-    def _checkpoint(self) -> bool:
-        for attempt in range(50):
-            busy, _, _ = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy == 0:
-                return True
-            time.sleep(0.002 * (attempt + 1))
+    def _checkpoint(self, attempts: int = 50) -> bool:
+        """Truncate the WAL without ever waiting long for readers (the write lock is held).
+
+        A reader's open transaction (an export's snapshot, say) pins the WAL; then the
+        checkpoint is left due and tried again after later commits, until it succeeds.
+        """
+        conn = self._writer
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            for attempt in range(attempts):
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy == 0:
+                    self._checkpoint_due = False
+                    return True
+                time.sleep(0.001 * (attempt + 1))
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        self._checkpoint_due = True
         return False
 
     # -- writes ---------------------------------------------------------------------------
@@ -302,6 +318,8 @@ class SQLiteStore:
             if any(p.batch.destroy_key is not None and p.error is None for p in group):
                 # Forget: push the purged pages out of the WAL so nothing lingers there.
                 self._checkpoint()
+            elif self._checkpoint_due:
+                self._checkpoint(attempts=1)
         finally:
             for pending in group:
                 pending.done = True
@@ -750,6 +768,17 @@ class SQLiteStore:
         new_scopes: dict[tuple[str, str, str], int] = {}
         self._transaction(work)
         self._scope_ids.update(new_scopes)  # only once the scope rows are committed
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction on this thread's connection: WAL gives it a fixed view."""
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()  # pin it now
+            yield
+        finally:
+            conn.execute("COMMIT")
 
     def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
         rows = self._query(
