@@ -22,11 +22,12 @@ from governed_memory.core.model import ItemState
 from governed_memory.core.projection import replay
 from governed_memory.core.values import Status, subject_id, tenant_id
 from governed_memory.crypto import CryptoError, SubjectKey
-from governed_memory.errors import ValidationError
-from governed_memory.ports import ItemChange
+from governed_memory.errors import StoreUnavailable, ValidationError
+from governed_memory.ports import ItemChange, LogMoved
 from governed_memory.service import MemoryService
 
 IMPORT_CHUNK = 5_000
+REBUILD_ATTEMPTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +50,25 @@ def rebuild_projection(service: MemoryService) -> int:
     }
     total = 0
     for tenant in service.store.tenants():
-        items = replay(stored.event for stored in service.store.tenant_events(tenant))
-        changes = [_change(service, keys, item) for _, item in sorted(items.items())]
-        service.store.rebuild(tenant, changes)
-        total += len(changes)
+        total += _rebuild_tenant(service, keys, tenant)
     return total
+
+
+def _rebuild_tenant(
+    service: MemoryService, keys: dict[tuple[str, str], SubjectKey], tenant: str
+) -> int:
+    """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
+    for _ in range(REBUILD_ATTEMPTS):
+        events = list(service.store.tenant_events(tenant))
+        through = events[-1].position if events else 0
+        items = replay(stored.event for stored in events)
+        changes = [_change(service, keys, item) for _, item in sorted(items.items())]
+        try:
+            service.store.rebuild(tenant, changes, through)
+        except LogMoved:
+            continue
+        return len(changes)
+    raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
 
 
 def _change(

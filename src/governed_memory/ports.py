@@ -121,6 +121,12 @@ class SubjectChanged(GovernedMemoryError):
     title = "Subject changed"
 
 
+class LogMoved(GovernedMemoryError):
+    """Events were appended after a rebuild read the log: fold again (store-internal)."""
+
+    title = "Log moved"
+
+
 class Store(Protocol):
     """What the service needs from storage. One module per backend implements it."""
 
@@ -181,8 +187,10 @@ class Store(Protocol):
         """Append events with their original positions (all above ``head()``), atomically."""
         ...
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
-        """Replace the tenant's projection rows and postings with ``changes``, atomically."""
+    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+        """Replace the tenant's projection rows and postings with ``changes``, atomically,
+        if the tenant's last event is still at position ``through`` (the log they were
+        folded from); otherwise raise ``LogMoved`` and change nothing."""
         ...
 
     def snapshot(self) -> AbstractContextManager[None]:
@@ -231,6 +239,7 @@ __all__ = [
     "IdempotencyRecord",
     "IndexDoc",
     "ItemChange",
+    "LogMoved",
     "SearchMatches",
     "SearchRequest",
     "Store",

@@ -38,3 +38,23 @@ def test_a_snapshot_does_not_see_a_concurrent_forget(service: MemoryService) -> 
         thread.join(10)
     assert seen == {"key_before": True, "key_after": True, "head_after": 1}
     assert store.subject_key("acme", "customer-1") is None
+
+
+def test_a_rebuild_folded_from_an_older_log_is_refused(service: MemoryService) -> None:
+    """A write that lands after the rebuild read the log makes the store refuse the swap."""
+    import pytest
+
+    from governed_memory.core.projection import replay
+    from governed_memory.maintenance import rebuild_projection
+    from governed_memory.ports import ItemChange, LogMoved
+
+    service.write(WRITER, body(id="m1"))
+    events = list(service.store.tenant_events("acme"))
+    stale = [ItemChange(item, 0, None) for item in replay(e.event for e in events).values()]
+    service.write(WRITER, body(id="m2"))  # acknowledged after the fold
+    with pytest.raises(LogMoved):
+        service.store.rebuild("acme", stale, events[-1].position)
+    assert service.store.get("acme", "m2") is not None
+    assert rebuild_projection(service) == 2
+    assert service.verify_replay().ok
+    assert service.get(WRITER, "m2").content == "The customer prefers email over phone calls."

@@ -25,6 +25,7 @@ from governed_memory.ports import (
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
+    LogMoved,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
@@ -258,8 +259,13 @@ class MemoryStore:
                     raise ValueError("the memory store imports contiguous positions only")
             self._events.extend(events)
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
+    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         with self._lock:
+            last = max(
+                (e.position for e in self._events if e.event.tenant_id == tenant_id), default=0
+            )
+            if last != through:
+                raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
             for key in [k for k in self._items if k[0] == tenant_id]:
                 self._reindex(self._items.pop(key), None)
             for change in changes:

@@ -67,6 +67,7 @@ from governed_memory.ports import (
     IdempotencyKeyTaken,
     IdempotencyRecord,
     ItemChange,
+    LogMoved,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
@@ -674,8 +675,15 @@ class PostgresStore:
                     params,
                 )
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
+    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         with self._transaction() as conn:
+            # _transaction holds the log's write lock: no event can land until this
+            # rebuild commits, so the check below cannot be overtaken.
+            row = conn.execute(
+                "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = %s", (tenant_id,)
+            ).fetchone()
+            if (int(row[0]) if row else 0) != through:
+                raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
             scopes = [
                 row[0]
                 for row in conn.execute("SELECT id FROM scopes WHERE tenant_id = %s", (tenant_id,))

@@ -51,6 +51,7 @@ from governed_memory.ports import (
     IdempotencyKeyTaken,
     IdempotencyRecord,
     ItemChange,
+    LogMoved,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
@@ -697,10 +698,15 @@ class SQLiteStore:
 
         self._transaction(work)
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange]) -> None:
+    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         """Replace the tenant's rows in bulk: a few statements, not a few per item."""
 
         def work(conn: sqlite3.Connection) -> None:
+            (last,) = conn.execute(
+                "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            if last != through:  # a write landed after the log was read: fold again
+                raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
             scopes = conn.execute(
                 "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?",
                 (tenant_id,),
