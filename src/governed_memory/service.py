@@ -97,6 +97,8 @@ T = TypeVar("T")
 
 SYSTEM_EXPIRY = "system:expiry"
 MAX_KEY_RETRIES = 3
+#: How far down the ranking the token-budget walk may go (SPEC §6.3) before it stops.
+MAX_BUDGET_WALK = 1_000
 
 
 def _fingerprint(data: Mapping[str, Any]) -> str:
@@ -528,10 +530,12 @@ class MemoryService:
             )
             ranked = rank(matches.candidates, matches.statistics, term_ids, now)
             # A pruned answer is exact only for its first ``want`` places.
-            exact = ranked if matches.complete else ranked[:want]
+            exact = (ranked if matches.complete else ranked[:want])[:MAX_BUDGET_WALK]
             fitted = fit_budget(exact, query.limit, query.token_budget)
             if matches.complete or len(fitted.chosen) >= query.limit:
                 break
+            if fitted.used_tokens >= query.token_budget or want >= MAX_BUDGET_WALK:
+                break  # nothing more can fit, or the walk has gone deep enough
             want *= 4  # the budget skipped too much: walk further down the ranking
         states = self.store.get_many(
             principal.tenant_id, [r.candidate.memory_id for r in fitted.chosen]

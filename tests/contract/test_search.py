@@ -100,3 +100,12 @@ def test_query_syntax_is_just_text(service: MemoryService) -> None:
     for text in ["*", "%", "' OR 1=1 --", 'email" OR "1', "NEAR(email phone)", "email*"]:
         found = ids(service, text=text)
         assert found in ([], ["m1"])
+
+
+def test_a_tiny_budget_walks_a_bounded_part_of_the_ranking(service: MemoryService) -> None:
+    """With room for nothing, the walk stops early instead of scanning the whole scope."""
+    for n in range(30):
+        service.write(WRITER, body(id=f"m{n}", content=f"zeppelin number {n} is large"))
+    result = service.search(WRITER, query("zeppelin", token_budget=1))
+    assert result.items == []
+    assert 0 < result.skipped <= 30
