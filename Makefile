@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format bench bench-full bench-smoke clean
+.PHONY: install run test lint format bench bench-full bench-smoke crash-test clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
@@ -38,6 +38,12 @@ bench-full: install
 
 bench-smoke: install
 	$(BIN)/python -m bench --preset smoke --no-docs
+
+# kill -9 of the real `gmem serve` under load, CYCLES times (docs/reliability.md).
+CYCLES ?= 5
+SYNCHRONOUS ?= FULL
+crash-test: install
+	$(BIN)/python -m tests.reliability.crashloop --cycles $(CYCLES) --synchronous $(SYNCHRONOUS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -33,7 +33,7 @@ from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
-from tests.http.conftest import write_body
+from tests.http.conftest import Api, write_body
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.fakes import FakeClock, principal
 
@@ -327,3 +327,25 @@ def test_an_item_forgotten_while_it_is_read_shows_no_content(tamperable: Tampera
     assert state is not None
     service.forget_subject(WRITER, "s1")
     assert service.decrypt(state) is None
+
+
+def test_tampered_content_over_http_is_a_500_problem_without_plaintext(
+    api: Api, admin: dict[str, str]
+) -> None:
+    """The API answers a tampered item with a content-free 500 problem, for get and search."""
+    api.write(admin, "a", content="Alpha is about to be tampered with.")
+    api.write(admin, "b", content="Beta is intact.", subject_id="customer-2")
+    assert isinstance(api.store, SQLiteStore)
+    with sqlite3.connect(api.store.path) as conn:
+        (blob,) = conn.execute("SELECT content FROM memories WHERE id = 'b'").fetchone()
+        conn.execute("UPDATE memories SET content = ? WHERE id = 'a'", (blob,))
+    search = {"agent_id": "support-bot", "purpose": "support", "query": "alpha"}
+    for response in (
+        api.client.get("/v1/memories/a", headers=admin),
+        api.client.post("/v1/search", json=search, headers=admin),
+    ):
+        assert response.status_code == 500
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["detail"] == "an unexpected error occurred"
+        assert "Alpha" not in response.text
+        assert "Beta" not in response.text
