@@ -172,6 +172,8 @@ class MemoryService:
             if replayed is not None:
                 return replayed
         target_id = command.memory_id or self._new_id()
+        if self.store.subject_key(principal.tenant_id, command.subject_id) is None:
+            self._dry_run(principal, command, key, target_id)
         for _ in range(MAX_KEY_RETRIES):
             subject_key = self._subject_key(principal.tenant_id, command.subject_id, create=True)
             assert subject_key is not None
@@ -193,6 +195,18 @@ class MemoryService:
                     raise
                 return overtaken
         raise StoreUnavailable("the subject's key kept changing during the write; retry")
+
+    def _dry_run(
+        self, principal: Principal, command: WriteMemory, key: str | None, target_id: str
+    ) -> None:
+        """Decide the write without content first when it would mint the subject's key:
+        a refused write must not leave a key behind (a later forget would find one)."""
+        current = self.store.get(principal.tenant_id, target_id)
+        supersedes = command.supersedes_id or (current.supersedes_id if current else None)
+        target = self.store.get(principal.tenant_id, supersedes) if supersedes else None
+        placeholder = SealedContent(b"", "", 0)
+        ctx = self._context(principal, key)
+        lifecycle.decide_write(ctx, command, target_id, placeholder, current, target)
 
     def _write_once(
         self,
@@ -344,6 +358,8 @@ class MemoryService:
                 known[target.id] = target
         else:
             sealed_reason = None
+            # Decide once without the reason: a refused reject must not mint a subject key.
+            lifecycle.decide_reject(ctx, command, current, None)
             if reason is not None and current is not None and visible(principal, current):
                 subject_key = self._subject_key(tenant, current.subject_id, create=True)
                 assert subject_key is not None

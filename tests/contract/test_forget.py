@@ -96,3 +96,16 @@ def test_deleted_items_cannot_be_rewritten_or_reviewed(service: MemoryService) -
         "memory.written",
         "subject.forgotten",
     ]
+
+
+def test_a_refused_write_leaves_no_key_behind(service: MemoryService) -> None:
+    """A write refused by the rules does not mint a subject key, so forget stays quiet."""
+    import pytest
+
+    from governed_memory.errors import VersionConflict
+
+    with pytest.raises(VersionConflict):
+        service.write(WRITER, body(id="m1", subject_id="customer-7", expected_version=4))
+    assert service.store.subject_key("acme", "customer-7") is None
+    assert service.forget_subject(WRITER, "customer-7").position is None
+    assert service.store.head() == 0

@@ -202,9 +202,6 @@ class Lifecycle(RuleBasedStateMachine):
                 or target.status is not Status.ACTIVE
             ):
                 outcome = ValidationError
-        if supersedes != memory_id and not (trusted and via_agent_key):
-            self.keys.add((tenant, subject))  # the subject key is made before deciding
-
         if outcome is not None:
             with pytest.raises(outcome):
                 self.service.write(who, request)
@@ -233,6 +230,7 @@ class Lifecycle(RuleBasedStateMachine):
             superseded_by=None if current is None else current.superseded_by,
         )
         self.model[(tenant, memory_id)] = item
+        self.keys.add((tenant, subject))  # a key is minted only by a write that stands
         if status is Status.ACTIVE:
             self._supersede(tenant, memory_id, item)
         assert result.item.status is status
