@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from governed_memory.codec import CodecError, stored_from_json, stored_to_json
 from governed_memory.core.events import StoredEvent
@@ -121,11 +122,39 @@ def _subject_key(data: dict[str, Any]) -> SubjectKey:
 
 
 def import_log(service: MemoryService, lines: Iterable[str]) -> ImportReport:
-    """Load an export into a store whose log is empty, then rebuild the projection."""
-    if service.store.head() != 0:
-        raise ValidationError("import needs an empty store: its log already has events")
-    keys = events = 0
-    chunk: list[StoredEvent] = []
+    """Load an export into an empty store, then rebuild the projection.
+
+    The whole export is validated first (every record decodes, keys unwrap under this
+    master key, positions strictly increase) and spooled to a temporary file; only then
+    is anything written, so a bad line cannot leave a partial, append-only log behind.
+    """
+    if service.store.head() != 0 or next(service.store.subject_keys(limit=1), None):
+        raise ValidationError("import needs an empty store: this one already has data")
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        _validate_into(service, lines, spool)
+        spool.seek(0)
+        keys = events = 0
+        chunk: list[StoredEvent] = []
+        for line in spool:
+            data = json.loads(line)
+            if data.pop("record") == "subject_key":
+                service.store.add_subject_key(_subject_key(data))
+                keys += 1
+                continue
+            chunk.append(stored_from_json(data))
+            if len(chunk) >= IMPORT_CHUNK:
+                service.store.import_events(chunk)
+                events, chunk = events + len(chunk), []
+        if chunk:
+            service.store.import_events(chunk)
+            events += len(chunk)
+    return ImportReport(events, keys, rebuild_projection(service))
+
+
+def _validate_into(service: MemoryService, lines: Iterable[str], spool: IO[str]) -> None:
+    """Check every record of an export; copy the valid ones to ``spool``; raise on the first
+    bad one, naming its line."""
+    last = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -133,26 +162,20 @@ def import_log(service: MemoryService, lines: Iterable[str]) -> ImportReport:
             data = json.loads(line)
             if not isinstance(data, dict):
                 raise TypeError
-            record = data.pop("record")
+            record = data.get("record")
+            body = {k: v for k, v in data.items() if k != "record"}
             if record == "subject_key":
-                key = _subject_key(data)
-                service.keyring.unwrap(key)  # refuses keys wrapped under another master key
-                service.store.add_subject_key(key)
-                keys += 1
+                service.keyring.unwrap(_subject_key(body))  # the master key must match
             elif record == "event":
-                chunk.append(stored_from_json(data))
+                position = stored_from_json(body).position
+                if position <= last:
+                    raise ValueError
+                last = position
             else:
                 raise TypeError
-        except (ValueError, TypeError, KeyError, CodecError, CryptoError) as error:
+        except (ValueError, TypeError, KeyError, CodecError, CryptoError, ValidationError) as error:
             detail = error.detail if isinstance(error, CryptoError) else type(error).__name__
             raise ValidationError(
                 f"line {number} is not a valid export record ({detail})"
             ) from None
-        if len(chunk) >= IMPORT_CHUNK:
-            service.store.import_events(chunk)
-            events += len(chunk)
-            chunk = []
-    if chunk:
-        service.store.import_events(chunk)
-        events += len(chunk)
-    return ImportReport(events, keys, rebuild_projection(service))
+        spool.write(line.rstrip("\n") + "\n")

@@ -31,3 +31,28 @@ def test_a_rebuilt_projection_answers_exactly_as_before(tmp_path: Path) -> None:
     assert sorted(service.store.tenant_items("acme"), key=lambda i: i.id) == items_before
     assert service.verify_replay().ok
     assert service.search(other, query("phone", agent_id="bot1")).items
+
+
+def test_a_bad_export_line_imports_nothing(tmp_path: Path) -> None:
+    """Import validates the whole export before writing: a broken line leaves the store empty."""
+    import json
+    import secrets as random_bytes
+
+    import pytest
+
+    from governed_memory.errors import ValidationError
+    from governed_memory.maintenance import export_log, import_log
+
+    master = __import__("base64").b64encode(random_bytes.token_bytes(32)).decode()
+    source = open_service(data_dir=tmp_path / "a", master_key=master, clock=FakeClock())
+    for n in range(5):
+        source.write(principal(), body(id=f"m{n}"))
+    lines = [json.dumps(record) for record in export_log(source)]
+    target = open_service(data_dir=tmp_path / "b", master_key=master, clock=FakeClock())
+    with pytest.raises(ValidationError, match="line 5"):
+        import_log(target, [*lines[:4], "{not json", *lines[4:]])
+    assert target.store.head() == 0
+    assert next(target.store.subject_keys(limit=1), None) is None
+    report = import_log(target, lines)
+    assert (report.events, report.items) == (5, 5)
+    assert target.verify_replay().ok
