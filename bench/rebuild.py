@@ -35,8 +35,8 @@ def _run(data_dir: str) -> None:
             progress["events"] += 1
             yield stored
 
-    def counted_rebuild(tenant_id: str, changes: Sequence[ItemChange]) -> None:
-        rebuild(tenant_id, changes)
+    def counted_rebuild(tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+        rebuild(tenant_id, changes, through)
         progress["items"] += len(changes)
         progress["tenants"] += 1
         print(json.dumps(progress | {"seconds": time.perf_counter() - start}), flush=True)

@@ -167,12 +167,13 @@ class Fitted:
 
 
 def fit_budget(ranked: Iterable[Ranked], limit: int, budget: int) -> Fitted:
-    """Walk the ranking; skip (and count) what does not fit; stop at ``limit`` items."""
+    """Walk the ranking; skip (and count) what does not fit; stop at ``limit`` items or
+    when the budget is spent."""
     chosen: list[Ranked] = []
     used = skipped = 0
     for item in ranked:
-        if len(chosen) >= limit:
-            break
+        if len(chosen) >= limit or used >= budget:
+            break  # full, or nothing more can fit (every item costs at least one token)
         if used + item.candidate.tokens > budget:
             skipped += 1
             continue
