@@ -42,7 +42,7 @@ def _run(data_dir: str) -> None:
         print(json.dumps(progress | {"seconds": time.perf_counter() - start}), flush=True)
 
     store.tenant_events = counted_events  # type: ignore[method-assign]
-    store.rebuild = counted_rebuild  # type: ignore[method-assign]
+    store.rebuild = counted_rebuild  # type: ignore[method-assign, assignment]
     rebuild_projection(service)
     seconds = time.perf_counter() - start
     print(json.dumps(progress | {"seconds": seconds, "done": True}), flush=True)
