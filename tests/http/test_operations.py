@@ -209,9 +209,14 @@ def test_the_worker_stops_promptly_and_survives_failures() -> None:
 
 
 class SlowStore(MemoryStore):
-    """A memory store whose searches take half a second."""
+    """A memory store whose searches take half a second, and say when one has begun."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searching = threading.Event()
 
     def search(self, request: Any) -> Any:
+        self.searching.set()
         time.sleep(0.5)
         return super().search(request)
 
@@ -219,7 +224,8 @@ class SlowStore(MemoryStore):
 def test_shutdown_lets_in_flight_requests_finish_and_stops_the_worker(tmp_path: Path) -> None:
     """A server told to stop mid-request still answers it, then stops the expiry worker."""
     stack = ExitStack()
-    api = build_api(tmp_path, stack, SlowStore())
+    store = SlowStore()
+    api = build_api(tmp_path, stack, store)
     headers = api.key()
     answers: list[int] = []
 
@@ -231,7 +237,7 @@ def test_shutdown_lets_in_flight_requests_finish_and_stops_the_worker(tmp_path: 
 
     in_flight = threading.Thread(target=slow_search)
     in_flight.start()
-    time.sleep(0.2)  # the search is now inside the store
+    assert store.searching.wait(10)  # the search is now inside the store
     stack.close()  # the server begins its graceful shutdown and waits for it
     in_flight.join(timeout=10)
     assert answers == [200]
