@@ -557,13 +557,14 @@ class MemoryService:
             principal.tenant_id, [r.candidate.memory_id for r in fitted.chosen]
         )
         hits = []
+        keys: dict[tuple[str, str], SubjectKey | None] = {}
         for r in fitted.chosen:
             state = states.get(r.candidate.memory_id)
             if state is None or not _still_matches(state, query, now):
                 continue  # changed between the two reads: never return what the filters refuse
             hits.append(
                 SearchHit(
-                    MemoryItem.from_state(state, self.decrypt(state)),
+                    MemoryItem.from_state(state, self.decrypt(state, keys)),
                     r.score,
                     r.parts,
                     r.candidate.tokens,
@@ -671,11 +672,25 @@ class MemoryService:
             key = self.store.add_subject_key(self.keyring.new_subject_key(tenant, subject))
         return key
 
-    def decrypt(self, state: ItemState) -> str | None:
-        """The plaintext of an item, ``None`` if deleted or its subject's key is gone."""
+    def decrypt(
+        self,
+        state: ItemState,
+        keys: dict[tuple[str, str], SubjectKey | None] | None = None,
+    ) -> str | None:
+        """The plaintext of an item, ``None`` if deleted or its subject's key is gone.
+
+        ``keys`` lets one request share its subject-key lookups between items; it lives
+        only as long as that request.
+        """
         if state.content is None:
             return None
-        key = self.store.subject_key(state.tenant_id, state.subject_id)
+        wanted = (state.tenant_id, state.subject_id)
+        if keys is not None and wanted in keys:
+            key = keys[wanted]
+        else:
+            key = self.store.subject_key(*wanted)
+            if keys is not None:
+                keys[wanted] = key
         if key is None or key.key_id != Keyring.key_id_of(state.content):
             if self._forgotten_meanwhile(state):
                 return None  # the key is destroyed: the content is unrecoverable by design
