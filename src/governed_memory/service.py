@@ -628,14 +628,15 @@ class MemoryService:
         events = items = 0
         differences: list[str] = []
         for tenant in self.store.tenants():
-            log_events = [stored.event for stored in self.store.tenant_events(tenant)]
+            with self.store.snapshot():  # the log and the items as of one moment
+                log_events = [stored.event for stored in self.store.tenant_events(tenant)]
+                live = {item.key: item for item in self.store.tenant_items(tenant)}
             events += len(log_events)
             try:
                 rebuilt = replay(log_events)
             except Exception as error:  # noqa: BLE001 - reported, not raised
                 differences.append(f"{tenant}: the log cannot be replayed: {error}")
                 continue
-            live = {item.key: item for item in self.store.tenant_items(tenant)}
             items += len(live)
             differences.extend(diff(rebuilt, live))
         return ReplayReport(events, items, differences)
