@@ -9,7 +9,7 @@ it needs, a store may commit several batches of concurrent callers in one transa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -219,6 +219,22 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+EVENT_PAGE = 5_000
+
+
+def paged_events(
+    events_after: Callable[[str | None, int, int], list[StoredEvent]], tenant_id: str
+) -> Iterator[StoredEvent]:
+    """Every event of a tenant in position order, read page by page (shared by stores)."""
+    after = 0
+    while True:
+        page = events_after(tenant_id, after, EVENT_PAGE)
+        yield from page
+        if len(page) < EVENT_PAGE:
+            return
+        after = page[-1].position
+
+
 class Clock(Protocol):
     """Where the service learns the time (the core never reads a clock)."""
 
@@ -247,4 +263,5 @@ __all__ = [
     "SubjectKeyGone",
     "SystemClock",
     "Tokenizer",
+    "paged_events",
 ]

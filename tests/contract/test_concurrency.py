@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from governed_memory.core.values import Scope
@@ -17,28 +13,9 @@ from governed_memory.errors import (
 )
 from governed_memory.service import MemoryService
 from tests.support.fakes import body, principal
+from tests.support.threads import race
 
 WRITER = principal()
-
-
-def race(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` on ``count`` threads released at once; results or exceptions."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = work(i)
-        except Exception as error:  # noqa: BLE001 - collected for the assertions
-            results[i] = error
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def test_sixteen_writers_with_one_expected_version_have_one_winner(

@@ -33,6 +33,7 @@ from governed_memory.store.postgres import PostgresStore
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
+from tests.support.threads import race
 
 WRITER = principal()
 
@@ -76,26 +77,6 @@ def raw(dsn: str, schema: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def run_together(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` on ``count`` threads released at once; results or exceptions."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = work(i)
-        except Exception as error:  # noqa: BLE001 - collected for the assertions
-            results[i] = error
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results
-
-
 # -- ordering -------------------------------------------------------------------------------
 
 
@@ -129,7 +110,7 @@ def test_a_tailing_reader_sees_every_position_once_while_appenders_race(
 
     tailer = threading.Thread(target=tail)
     tailer.start()
-    results = run_together(writers, append)
+    results = race(writers, append)
     done.set()
     tailer.join(timeout=120)
 
@@ -162,7 +143,7 @@ def test_two_instances_starting_at_once_apply_the_migrations_once(
     open_store: Callable[..., PostgresStore], raw: psycopg.Connection[Any]
 ) -> None:
     """The advisory lock makes the second starter wait, then find everything applied."""
-    stores = run_together(4, lambda _: open_store())
+    stores = race(4, lambda _: open_store())
     assert all(isinstance(s, PostgresStore) for s in stores), stores
     versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
     assert sorted(versions) == [number for number, _ in postgres.migrations()]
@@ -175,7 +156,7 @@ def test_an_id_taken_by_another_instance_is_a_version_conflict(
     """Sixteen creators on two instances: the unique constraint lets exactly one win."""
     keyring = Keyring(b"k" * 32)
     services = [MemoryService(open_store(), keyring, clock=FakeClock()) for _ in range(2)]
-    results = run_together(
+    results = race(
         16, lambda i: services[i % 2].write(WRITER, body(id="same", content=f"Writer {i}."))
     )
     assert sum(not isinstance(r, Exception) for r in results) == 1
@@ -195,7 +176,7 @@ def test_two_expiry_workers_expire_each_item_once(
         services[n % 2].write(WRITER, body(id=f"m{n}", ttl_seconds=60))
     clock.advance(seconds=61)
 
-    counts = run_together(2, lambda i: services[i].expire_due(batch_size=7))
+    counts = race(2, lambda i: services[i].expire_due(batch_size=7))
 
     assert sum(counts) == 30
     expired = [e for e in services[0].events_after(WRITER) if e.type == "memory.expired"]

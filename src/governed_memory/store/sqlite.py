@@ -56,6 +56,7 @@ from governed_memory.ports import (
     SearchRequest,
     SubjectChanged,
     SubjectKeyGone,
+    paged_events,
 )
 from governed_memory.store.sqlite_search import ScopedSearch, document_frequency
 
@@ -649,13 +650,7 @@ class SQLiteStore:
         return [row[0] for row in rows]
 
     def tenant_events(self, tenant_id: str) -> Iterator[StoredEvent]:
-        after = 0
-        while True:
-            page = self.events_after(tenant_id, after, 5000)
-            yield from page
-            if len(page) < 5000:
-                return
-            after = page[-1].position
+        return paged_events(self.events_after, tenant_id)
 
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]:
         rows = self._query(_ITEM_SELECT + " WHERE tenant_id = ? ORDER BY id", (tenant_id,))
