@@ -130,6 +130,11 @@ class LogMoved(GovernedMemoryError):
 class Store(Protocol):
     """What the service needs from storage. One module per backend implements it."""
 
+    #: True when a point read never waits on the network or on another thread's write
+    #: (SQLite in WAL mode: readers see a snapshot and take no lock). The HTTP edge then
+    #: looks up API keys on the event loop instead of paying a thread hop per request.
+    reads_never_wait: bool
+
     def commit(self, batch: Batch) -> list[StoredEvent]:
         """Apply a batch atomically; raise ``VersionConflict``, ``IdempotencyKeyTaken`` or
         ``SubjectKeyGone`` and write nothing if a precondition fails."""
@@ -142,6 +147,10 @@ class Store(Protocol):
     def subject_items(self, tenant_id: str, subject_id: str) -> list[ItemState]: ...
 
     def subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey | None: ...
+
+    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
+        """The stored keys of those subjects that have one, by subject id (one read)."""
+        ...
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:
         """Store ``key`` unless the subject already has one; return the one that is stored."""

@@ -172,10 +172,14 @@ class MemoryService:
             if replayed is not None:
                 return replayed
         target_id = command.memory_id or self._new_id()
-        if self.store.subject_key(principal.tenant_id, command.subject_id) is None:
+        subject_key = self.store.subject_key(principal.tenant_id, command.subject_id)
+        if subject_key is None:
             self._dry_run(principal, command, key, target_id)
-        for _ in range(MAX_KEY_RETRIES):
-            subject_key = self._subject_key(principal.tenant_id, command.subject_id, create=True)
+        for attempt in range(MAX_KEY_RETRIES):
+            if subject_key is None or attempt > 0:
+                subject_key = self._subject_key(
+                    principal.tenant_id, command.subject_id, create=True
+                )
             assert subject_key is not None
             try:
                 return self._write_once(principal, command, key, target_id, subject_key)
@@ -556,8 +560,13 @@ class MemoryService:
         states = self.store.get_many(
             principal.tenant_id, [r.candidate.memory_id for r in fitted.chosen]
         )
+        # One read for every subject key the hits need (a request-long cache, see decrypt).
+        subjects = {state.subject_id for state in states.values()}
+        stored_keys = self.store.subject_keys_for(principal.tenant_id, sorted(subjects))
+        keys: dict[tuple[str, str], SubjectKey | None] = {
+            (principal.tenant_id, subject): stored_keys.get(subject) for subject in subjects
+        }
         hits = []
-        keys: dict[tuple[str, str], SubjectKey | None] = {}
         for r in fitted.chosen:
             state = states.get(r.candidate.memory_id)
             if state is None or not _still_matches(state, query, now):

@@ -109,3 +109,18 @@ def test_a_refused_write_leaves_no_key_behind(service: MemoryService) -> None:
     assert service.store.subject_key("acme", "customer-7") is None
     assert service.forget_subject(WRITER, "customer-7").position is None
     assert service.store.head() == 0
+
+
+def test_subject_keys_are_read_together_within_one_tenant(service: MemoryService) -> None:
+    for number, subject in enumerate(("customer-1", "customer-2")):
+        service.write(WRITER, body(id=f"m{number}", subject_id=subject))
+    service.write(principal("globex"), body(id="g", subject_id="customer-3"))
+    found = service.store.subject_keys_for("acme", ["customer-2", "customer-1", "customer-3"])
+    assert sorted(found) == ["customer-1", "customer-2"]  # customer-3 is globex's
+    for subject, key in found.items():
+        assert key == service.store.subject_key("acme", subject)
+    assert service.store.subject_keys_for("acme", []) == {}
+    service.forget_subject(WRITER, "customer-1")
+    assert sorted(service.store.subject_keys_for("acme", ["customer-1", "customer-2"])) == [
+        "customer-2"
+    ]

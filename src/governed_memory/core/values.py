@@ -175,15 +175,18 @@ def utc(value: object, field: str) -> datetime:
         raise ValidationError.field(field, "is out of the representable range") from None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_micros(instant: datetime) -> int:
     """An aware datetime as integer microseconds since the Unix epoch (storage form)."""
-    delta = instant - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = instant - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_micros(micros: int) -> datetime:
     """The inverse of :func:`to_micros`."""
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 def rfc3339(instant: datetime) -> str:

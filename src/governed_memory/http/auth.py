@@ -11,6 +11,7 @@ limit.
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 
 from governed_memory.apikeys import split_token, verify
 from governed_memory.core.model import Principal
@@ -46,15 +47,25 @@ def bearer_token(request: Request) -> str:
 
 
 class Authenticator:
-    """Turns a request into the principal of its API key, counting its rate limit."""
+    """Turns a request into the principal of its API key, counting its rate limit.
+
+    The key's record is read on the event loop when the store's reads never wait (SQLite:
+    an indexed lookup of microseconds), and in the thread pool otherwise (PostgreSQL: a
+    network round trip must not stall the loop). Every request reads the record afresh,
+    so a revoked key is refused from its next request on, on every instance.
+    """
 
     def __init__(self, store: Store, limiter: FixedWindowLimiter) -> None:
         self.store = store
         self.limiter = limiter
 
-    def __call__(self, request: Request) -> Principal:
+    async def __call__(self, request: Request) -> Principal:
         key_id, secret = split_token(bearer_token(request))
-        principal = verify(self.store.api_key(key_id), secret)
+        if self.store.reads_never_wait:
+            record = self.store.api_key(key_id)
+        else:
+            record = await run_in_threadpool(self.store.api_key, key_id)
+        principal = verify(record, secret)
         refuse_tenant_naming(request)
         state = request.scope.setdefault("state", {})
         state[KEY_ID_STATE] = key_id

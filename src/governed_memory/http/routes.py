@@ -25,15 +25,17 @@ from governed_memory.service import MemoryService
 _bearer = HTTPBearer(auto_error=False, description="An API key from `gmem keys create`.")
 
 
-def _principal(
+async def _principal(
     request: Request,
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    principal: Principal = request.app.state.authenticate(request)
+    principal: Principal = await request.app.state.authenticate(request)
     return principal
 
 
-def _service(request: Request) -> MemoryService:
+# The dependencies are ``async`` so FastAPI calls them on the event loop: a sync
+# dependency costs a thread-pool hop per request, more than the work it does.
+async def _service(request: Request) -> MemoryService:
     service: MemoryService = request.app.state.service
     return service
 

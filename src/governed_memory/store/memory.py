@@ -38,6 +38,8 @@ ScopeKey = tuple[str, str, str]
 class MemoryStore:
     """Everything in dictionaries behind one lock; nothing survives the process."""
 
+    reads_never_wait = False  # a read waits on the lock a writer holds
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._events: list[StoredEvent] = []
@@ -143,6 +145,11 @@ class MemoryStore:
     def subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey | None:
         with self._lock:
             return self._keys.get((tenant_id, subject_id))
+
+    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
+        with self._lock:
+            found = ((s, self._keys.get((tenant_id, s))) for s in set(subject_ids))
+            return {s: key for s, key in found if key is not None}
 
     def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         with self._lock:

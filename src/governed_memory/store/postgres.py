@@ -128,6 +128,8 @@ class _Pending:
 class PostgresStore:
     """The store port over a PostgreSQL database, through a connection pool."""
 
+    reads_never_wait = False  # every read is a network round trip
+
     def __init__(
         self,
         dsn: str,
@@ -478,6 +480,17 @@ class PostgresStore:
         if not rows:
             return None
         return SubjectKey(tenant_id, subject_id, bytes(rows[0][0]), bytes(rows[0][1]))
+
+    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
+        wanted = sorted(set(subject_ids))
+        if not wanted:
+            return {}
+        rows = self._query(
+            "SELECT subject_id, key_id, wrapped FROM subject_keys "
+            "WHERE tenant_id = %(tenant)s AND subject_id = ANY(%(subjects)s)",
+            {"tenant": tenant_id, "subjects": wanted},
+        )
+        return {s: SubjectKey(tenant_id, s, bytes(k), bytes(w)) for s, k, w in rows}
 
     def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         with self._connection() as conn:

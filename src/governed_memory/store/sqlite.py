@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from array import array
-from collections import ChainMap
+from collections import ChainMap, Counter
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,7 +58,7 @@ from governed_memory.ports import (
     SubjectKeyGone,
     paged_events,
 )
-from governed_memory.store.sqlite_search import ScopedSearch, document_frequency
+from governed_memory.store.sqlite_search import ScopedSearch, document_frequency, few_postings
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 DATABASE_FILE = "gmem.sqlite3"
@@ -119,6 +119,8 @@ class _Pending:
 
 class SQLiteStore:
     """The store port over one SQLite database file."""
+
+    reads_never_wait = True  # WAL readers take no lock and do no network IO
 
     def __init__(
         self,
@@ -538,6 +540,17 @@ class SQLiteStore:
             return None
         return SubjectKey(tenant_id, subject_id, bytes(rows[0][0]), bytes(rows[0][1]))
 
+    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
+        wanted = sorted(set(subject_ids))
+        if not wanted:
+            return {}
+        rows = self._query(
+            "SELECT subject_id, key_id, wrapped FROM subject_keys WHERE tenant_id = ? "
+            f"AND subject_id IN ({', '.join('?' for _ in wanted)})",
+            (tenant_id, *wanted),
+        )
+        return {s: SubjectKey(tenant_id, s, bytes(k), bytes(w)) for s, k, w in rows}
+
     @staticmethod
     def _idempotency(
         conn: sqlite3.Connection, tenant_id: str, key: str
@@ -623,9 +636,14 @@ class SQLiteStore:
         if not scope_rows or not request.terms:
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
         scope, documents, total_length, generation = scope_rows[0]
+        search = ScopedSearch(self._query, request, scope)
+        few = few_postings(self._query, scope, list(dict.fromkeys(request.terms)))
+        if few is not None:
+            counted = Counter(term for term, *_ in few)
+            frequency = {term: counted[term] for term in request.terms}
+            return search.run(ScopeStatistics(int(documents), int(total_length), frequency), few)
         frequency = {term: self._frequency(scope, generation, term) for term in request.terms}
-        statistics = ScopeStatistics(int(documents), int(total_length), frequency)
-        return ScopedSearch(self._query, request, scope).run(statistics)
+        return search.run(ScopeStatistics(int(documents), int(total_length), frequency))
 
     def _frequency(self, scope: int, generation: int, term: int) -> int:
         """Document frequency, cached until the scope's postings change (its generation)."""

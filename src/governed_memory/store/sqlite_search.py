@@ -36,6 +36,8 @@ Query = Callable[[str, Sequence[Any]], list[Any]]
 
 CHUNK = 500
 FIRST_ROUND = 32
+#: Up to this many postings of the query terms, a scope is read whole (one statement).
+SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
 _HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000
 
 # One term's eligible postings, best first by term part + static part (confidence and
@@ -63,15 +65,32 @@ class ScopedSearch:
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
-    def run(self, statistics: ScopeStatistics) -> SearchMatches:
+    def run(
+        self, statistics: ScopeStatistics, postings: Sequence[tuple[int, int, int, int]] = ()
+    ) -> SearchMatches:
+        """The candidates of the search. ``postings`` are every ``(term, item, tf, length)``
+        row of the query terms when the caller has read them all already (a small scope,
+        see :func:`few_postings`): then they are the candidates, with nothing more to read
+        from the postings."""
         terms = [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
         if not terms:
             return SearchMatches(statistics, [])
+        if postings:
+            frequencies: dict[int, dict[int, int]] = {}
+            lengths: dict[int, int] = {}
+            for term, item, tf, length in postings:
+                frequencies.setdefault(item, {})[term] = tf
+                lengths[item] = length
+            self._collect(frequencies, (frequencies, lengths))
+            return SearchMatches(statistics, self._candidates())
         if self.request.subject_id is not None:
             self._collect(self._subject_items())
             return SearchMatches(statistics, self._candidates())
         want = self.request.want
-        if want is None or sum(statistics.document_frequency[t] for t in terms) <= 4 * FIRST_ROUND:
+        if (
+            want is None
+            or sum(statistics.document_frequency[t] for t in terms) <= SMALL_SCOPE_POSTINGS
+        ):
             self._collect(self._all_items(terms))
             return SearchMatches(statistics, self._candidates())
         return self._top(statistics, terms, want)
@@ -201,8 +220,13 @@ class ScopedSearch:
         )
         return [row[0] for row in rows]
 
-    def _collect(self, items: Iterable[int]) -> None:
-        """Materialize not-yet-known items: hard filters, then their term frequencies."""
+    def _collect(
+        self,
+        items: Iterable[int],
+        known: tuple[dict[int, dict[int, int]], dict[int, int]] | None = None,
+    ) -> None:
+        """Materialize not-yet-known items: hard filters, then their term frequencies
+        (read from the postings unless ``known`` holds them with the items' lengths)."""
         new = sorted({item for item in items if item not in self.known})
         if not new:
             return
@@ -235,7 +259,9 @@ class ScopedSearch:
             eligible = {row[0]: row for row in self.query(sql, params)}
             frequencies: dict[int, dict[int, int]] = {}
             lengths: dict[int, int] = {}
-            if eligible:
+            if known is not None:
+                frequencies, lengths = known
+            elif eligible:
                 keys = sorted(eligible)
                 item_marks = ", ".join("?" for _ in keys)
                 for item, term, tf, length in self.query(
@@ -264,10 +290,28 @@ class ScopedSearch:
         return [c for c in self.known.values() if c is not None]
 
 
+def few_postings(
+    query: Query, scope: int, terms: Sequence[int]
+) -> list[tuple[int, int, int, int]] | None:
+    """Every ``(term, item, tf, length)`` posting of ``terms`` in the scope, in one read,
+    when there are at most ``SMALL_SCOPE_POSTINGS`` of them (most scopes); else ``None``.
+
+    A small scope is answered from these rows alone: their count per term is the
+    document frequency, and their items are the candidates.
+    """
+    marks = ", ".join("?" for _ in terms)
+    rows = query(
+        f"SELECT term, item, tf, length FROM postings WHERE scope = ? AND term IN ({marks}) "
+        "LIMIT ?",
+        (scope, *terms, SMALL_SCOPE_POSTINGS + 1),
+    )
+    return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
+
+
 def document_frequency(query: Query, scope: int, term: int) -> int:
     """How many searchable items of the scope contain the term (an index-only count)."""
     (count,) = query("SELECT count(*) FROM postings WHERE scope = ? AND term = ?", (scope, term))[0]
     return int(count)
 
 
-__all__ = ["ScopedSearch", "document_frequency"]
+__all__ = ["SMALL_SCOPE_POSTINGS", "ScopedSearch", "document_frequency", "few_postings"]
