@@ -24,9 +24,17 @@ def zipf_sentence(rnd: random.Random) -> str:
     return " ".join(rnd.choices(WORDS, weights, k=rnd.randint(8, 30)))
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryService, MemoryService]:
+#: Where the 600 items go: one large scope (the threshold algorithm reads its lists best
+#: first), or 30 scopes of about 20 items (each read whole and ranked on its postings).
+LAYOUTS = {"one scope": 1, "small scopes": 30}
+
+
+@pytest.fixture(scope="module", params=sorted(LAYOUTS))
+def pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[MemoryService, MemoryService]:
     """The same 600 items, written at varied times and confidences, into both stores."""
+    purposes = LAYOUTS[request.param]
     keyring = Keyring(secrets.token_bytes(32))
     clock = FakeClock()
     path: Path = tmp_path_factory.mktemp("parity") / "gmem.sqlite3"
@@ -38,14 +46,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryService, Memor
             "id": f"m{n}",
             "agent_id": "support-bot",
             "subject_id": f"s{n % 7}",
-            "purpose": "support",
+            "purpose": "support" if purposes == 1 else f"p{n % purposes}",
             "kind": rnd.choice(["fact", "preference"]),
             "content": zipf_sentence(rnd),
             "provenance": {"source": "test", "ref": str(n)},
             "trust": "trusted",
             "confidence": round(rnd.random(), 3),
             "expected_version": 0,
-            "ttl_seconds": rnd.choice([3600, 86_400 * 30]),
+            "ttl_seconds": rnd.choice([3600, 86_400 * 365]),
         }
         reference.write(WRITER, body)
         pruned.write(WRITER, body)
@@ -78,4 +86,45 @@ def test_pruned_and_exhaustive_search_agree(
     if rnd.random() < 0.25:
         search["subject_id"] = f"s{rnd.randint(0, 6)}"
     reference, pruned = pair
+    purposes = sorted({item.purpose for item in reference.store.tenant_items("acme")})
+    search["purpose"] = purposes[seed % len(purposes)]
     assert outcome(pruned, search) == outcome(reference, search)
+
+
+def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
+    tmp_path: Path,
+) -> None:
+    """Forty items in one scope, one query term: the store reads the scope's postings in
+    one statement and materializes only the items that can make the first places."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    for n in range(40):
+        service.write(
+            WRITER,
+            {
+                "id": f"m{n}",
+                "agent_id": "support-bot",
+                "subject_id": "s1",
+                "purpose": "support",
+                "kind": "fact",
+                "content": f"shared word number {n}",
+                "provenance": {"source": "test", "ref": str(n)},
+                "trust": "trusted",
+                "confidence": n / 40,
+                "expected_version": 0,
+            },
+        )
+    statements: list[str] = []
+    read = store._query
+
+    def spy(sql: str, params: object = ()) -> list[object]:
+        statements.append(sql)
+        return read(sql, params)  # type: ignore[arg-type]
+
+    store._query = spy  # type: ignore[method-assign]
+    found = service.search(WRITER, query("shared", limit=3))
+    assert [hit.item.id for hit in found.items] == ["m39", "m38", "m37"]
+    posting_reads = [sql for sql in statements if "FROM postings" in sql]
+    assert len(posting_reads) == 1  # no count per term, no second read of the lists
+    (collect,) = [sql for sql in statements if sql.startswith("SELECT rowid, id")]
+    assert collect.count("?") < 40  # the contenders' rowids, not all forty items

@@ -33,12 +33,17 @@ from governed_memory.core.values import from_micros, to_micros
 from governed_memory.ports import SearchMatches, SearchRequest
 
 Query = Callable[[str, Sequence[Any]], list[Any]]
+#: A posting as read: term, item, tf, length, confidence, updated_at, expires_at, kind.
+Posting = tuple[int, int, int, int, float, int, int, str]
 
 CHUNK = 500
 FIRST_ROUND = 32
 #: Up to this many postings of the query terms, a scope is read whole (one statement).
 SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
 _HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000
+#: Scores computed here and by the core may differ in the last bits; contenders are
+#: taken within this margin of the cut so rounding never drops one.
+_MARGIN = 1e-6
 
 # One term's eligible postings, best first by term part + static part (confidence and
 # recency), both computed with the core's formulas; the static part is returned too.
@@ -65,24 +70,15 @@ class ScopedSearch:
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
-    def run(
-        self, statistics: ScopeStatistics, postings: Sequence[tuple[int, int, int, int]] = ()
-    ) -> SearchMatches:
-        """The candidates of the search. ``postings`` are every ``(term, item, tf, length)``
-        row of the query terms when the caller has read them all already (a small scope,
-        see :func:`few_postings`): then they are the candidates, with nothing more to read
-        from the postings."""
+    def run(self, statistics: ScopeStatistics, postings: Sequence[Posting] = ()) -> SearchMatches:
+        """The candidates of the search. ``postings`` are every posting of the query terms
+        when the caller has read them all already (a small scope, see
+        :func:`few_postings`): then nothing more is read from the postings."""
         terms = [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
         if not terms:
             return SearchMatches(statistics, [])
         if postings:
-            frequencies: dict[int, dict[int, int]] = {}
-            lengths: dict[int, int] = {}
-            for term, item, tf, length in postings:
-                frequencies.setdefault(item, {})[term] = tf
-                lengths[item] = length
-            self._collect(frequencies, (frequencies, lengths))
-            return SearchMatches(statistics, self._candidates())
+            return self._from_postings(statistics, postings)
         if self.request.subject_id is not None:
             self._collect(self._subject_items())
             return SearchMatches(statistics, self._candidates())
@@ -137,6 +133,62 @@ class ScopedSearch:
                 essential += 1  # items holding only the other terms could still compete
             else:
                 size *= 8
+
+    def _from_postings(
+        self, statistics: ScopeStatistics, postings: Sequence[Posting]
+    ) -> SearchMatches:
+        """Rank a small scope on its postings, then materialize only the contenders.
+
+        Postings carry their item's length, confidence, last change, expiry and kind, so
+        every item's score is known before its row is read. Only the items that can be
+        in the first ``want`` places (within a rounding margin; the core ranks them
+        again exactly) are read from ``memories``, where the hard filters are checked
+        once more. A subject-filtered search reads every matching item: its subject is
+        known only from the item's row.
+        """
+        kinds = {kind.value for kind in self.request.kinds} if self.request.kinds else None
+        frequencies: dict[int, dict[int, int]] = {}
+        lengths: dict[int, int] = {}
+        statics: dict[int, tuple[float, int]] = {}
+        for term, item, tf, length, confidence, updated_at, expires_at, kind in postings:
+            if expires_at <= self.now or (kinds is not None and kind not in kinds):
+                continue
+            frequencies.setdefault(item, {})[term] = tf
+            lengths[item] = length
+            statics[item] = (confidence, updated_at)
+        want = self.request.want
+        contenders: Iterable[int] = frequencies
+        pruned = False
+        if self.request.subject_id is None and want is not None and len(frequencies) > want:
+            scores = self._scores(statistics, frequencies, lengths, statics)
+            threshold = sorted(scores.values(), reverse=True)[want - 1] - _MARGIN
+            contenders = [item for item, score in scores.items() if score >= threshold]
+            pruned = len(contenders) < len(frequencies)
+        self._collect(contenders, (frequencies, lengths))
+        return SearchMatches(statistics, self._candidates(), complete=not pruned)
+
+    def _scores(
+        self,
+        statistics: ScopeStatistics,
+        frequencies: dict[int, dict[int, int]],
+        lengths: dict[int, int],
+        statics: dict[int, tuple[float, int]],
+    ) -> dict[int, float]:
+        """Each item's score by the core's formula (:func:`~governed_memory.core.retrieval.rank`)
+        on integer microseconds; equal to it up to rounding, which ``_MARGIN`` covers."""
+        weights = {
+            t: idf(statistics.documents, statistics.document_frequency[t])
+            for t in dict.fromkeys(self.request.terms)
+        }
+        average = statistics.average_length
+        scores = {}
+        for item, tfs in frequencies.items():
+            norm = K1 * (1.0 - B + B * lengths[item] / average)
+            lexical = sum(weights[t] * tf * (K1 + 1.0) / (tf + norm) for t, tf in tfs.items())
+            confidence, updated_at = statics[item]
+            age = max(0, self.now - updated_at) / _HALF_LIFE_MICROS
+            scores[item] = lexical + CONFIDENCE_WEIGHT * confidence + RECENCY_WEIGHT / (1.0 + age)
+        return scores
 
     @staticmethod
     def _caps(
@@ -290,19 +342,18 @@ class ScopedSearch:
         return [c for c in self.known.values() if c is not None]
 
 
-def few_postings(
-    query: Query, scope: int, terms: Sequence[int]
-) -> list[tuple[int, int, int, int]] | None:
-    """Every ``(term, item, tf, length)`` posting of ``terms`` in the scope, in one read,
-    when there are at most ``SMALL_SCOPE_POSTINGS`` of them (most scopes); else ``None``.
+def few_postings(query: Query, scope: int, terms: Sequence[int]) -> list[Posting] | None:
+    """Every posting of ``terms`` in the scope, in one read, when there are at most
+    ``SMALL_SCOPE_POSTINGS`` of them (most scopes); else ``None``.
 
     A small scope is answered from these rows alone: their count per term is the
-    document frequency, and their items are the candidates.
+    document frequency (expired items still count, as in :func:`document_frequency`),
+    and their items are the candidates.
     """
     marks = ", ".join("?" for _ in terms)
     rows = query(
-        f"SELECT term, item, tf, length FROM postings WHERE scope = ? AND term IN ({marks}) "
-        "LIMIT ?",
+        "SELECT term, item, tf, length, confidence, updated_at, expires_at, kind "
+        f"FROM postings WHERE scope = ? AND term IN ({marks}) LIMIT ?",
         (scope, *terms, SMALL_SCOPE_POSTINGS + 1),
     )
     return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
