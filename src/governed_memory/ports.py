@@ -127,13 +127,14 @@ class LogMoved(GovernedMemoryError):
     title = "Log moved"
 
 
+class ReadWouldWait(GovernedMemoryError):
+    """A read asked not to wait could not be answered at once (see ``Store.api_key``)."""
+
+    title = "Read would wait"
+
+
 class Store(Protocol):
     """What the service needs from storage. One module per backend implements it."""
-
-    #: True when a point read never waits on the network or on another thread's write
-    #: (SQLite in WAL mode: readers see a snapshot and take no lock). The HTTP edge then
-    #: looks up API keys on the event loop instead of paying a thread hop per request.
-    reads_never_wait: bool
 
     def commit(self, batch: Batch) -> list[StoredEvent]:
         """Apply a batch atomically; raise ``VersionConflict``, ``IdempotencyKeyTaken`` or
@@ -204,7 +205,8 @@ class Store(Protocol):
 
     def snapshot(self) -> AbstractContextManager[None]:
         """While open, this thread's reads see one consistent state of the store (used by
-        exports, so keys and events cannot straddle a concurrent forget)."""
+        exports, so keys and events cannot straddle a concurrent forget, and by searches,
+        so scores, rows and keys all come from one committed state)."""
         ...
 
     def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
@@ -213,7 +215,11 @@ class Store(Protocol):
 
     def add_api_key(self, key: ApiKey) -> None: ...
 
-    def api_key(self, key_id: str) -> ApiKey | None: ...
+    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
+        """The key's record. With ``wait=False`` a store raises :class:`ReadWouldWait`
+        instead of waiting (on the network, a lock, a busy database): the HTTP edge asks
+        that way on its event loop and, if refused, asks again from a worker thread."""
+        ...
 
     def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]: ...
 

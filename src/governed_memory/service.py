@@ -534,6 +534,15 @@ class MemoryService:
         if not words:
             return SearchResult([], 0, 0, self.tokenizer.name)
         term_ids = self.keyring.term_ids(principal.tenant_id, words)
+        # One snapshot for every read of the search: a write landing between the read of
+        # the postings and the read of the rows could otherwise rank an item on one state
+        # and return it, or leave out a better one, from another.
+        with self.store.snapshot():
+            return self._search(principal, query, term_ids, now)
+
+    def _search(
+        self, principal: Principal, query: SearchQuery, term_ids: list[int], now: datetime
+    ) -> SearchResult:
         want = query.limit
         while True:
             matches = self.store.search(

@@ -112,6 +112,8 @@ def test_a_refused_write_leaves_no_key_behind(service: MemoryService) -> None:
 
 
 def test_subject_keys_are_read_together_within_one_tenant(service: MemoryService) -> None:
+    """One read returns the keys of the named subjects that have one, in the caller's
+    tenant only; a forgotten subject's key is no longer among them."""
     for number, subject in enumerate(("customer-1", "customer-2")):
         service.write(WRITER, body(id=f"m{number}", subject_id=subject))
     service.write(principal("globex"), body(id="g", subject_id="customer-3"))

@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 
-from tests.http.conftest import Api, write_body
+from governed_memory.store.memory import MemoryStore
+from tests.http.conftest import Api, MakeApi, search_body, write_body
 
 
 def race(api: Api, count: int, request: Any) -> list[httpx.Response]:
@@ -59,3 +60,37 @@ def test_twelve_retries_of_one_idempotency_key_make_one_event(
     assert len({r.text for r in responses}) == 1
     events = api.client.get("/v1/events", headers=admin).json()["events"]
     assert [e["type"] for e in events] == ["memory.written"]
+
+
+def test_a_key_lookup_that_would_wait_leaves_the_event_loop_serving(
+    make_api: MakeApi,
+) -> None:
+    """While a writer holds the store, the API-key lookup is not made on the event loop
+    (it would block every connection): it moves to a worker thread, the loop keeps
+    answering, and the request completes once the store is free."""
+    store = MemoryStore()
+    api = make_api(store=store)
+    headers = api.key()
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=writer)
+    holder.start()
+    held.wait(5)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(
+                api.client.post, "/v1/search", json=search_body(), headers=headers
+            )
+            live = api.client.get("/health/live", timeout=2)
+            assert live.status_code == 200  # the loop was not stuck on the lookup
+            assert not pending.done()  # the search is waiting in a worker thread
+            release.set()
+            assert pending.result(timeout=10).status_code == 200
+    finally:
+        release.set()
+        holder.join()

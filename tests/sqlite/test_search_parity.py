@@ -25,8 +25,10 @@ def zipf_sentence(rnd: random.Random) -> str:
 
 
 #: Where the 600 items go: one large scope (the threshold algorithm reads its lists best
-#: first), or 30 scopes of about 20 items (each read whole and ranked on its postings).
-LAYOUTS = {"one scope": 1, "small scopes": 30}
+#: first), 30 scopes of about 20 items (each read whole and ranked on its postings), or
+#: the same 30 scopes where items are written in bursts at one instant with a handful of
+#: confidences, so that many scores tie exactly.
+LAYOUTS = {"one scope": (1, False), "small scopes": (30, False), "ties": (30, True)}
 
 
 @pytest.fixture(scope="module", params=sorted(LAYOUTS))
@@ -34,13 +36,14 @@ def pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[MemoryService, MemoryService]:
     """The same 600 items, written at varied times and confidences, into both stores."""
-    purposes = LAYOUTS[request.param]
+    purposes, ties = LAYOUTS[request.param]
     keyring = Keyring(secrets.token_bytes(32))
     clock = FakeClock()
     path: Path = tmp_path_factory.mktemp("parity") / "gmem.sqlite3"
     reference = MemoryService(MemoryStore(), keyring, clock=clock)
     pruned = MemoryService(SQLiteStore(path, synchronous="OFF"), keyring, clock=clock)
     rnd = random.Random(20261202)
+    pool = [zipf_sentence(rnd) for _ in range(6)]  # ties: few distinct contents
     for n in range(600):
         body = {
             "id": f"m{n}",
@@ -48,16 +51,17 @@ def pair(
             "subject_id": f"s{n % 7}",
             "purpose": "support" if purposes == 1 else f"p{n % purposes}",
             "kind": rnd.choice(["fact", "preference"]),
-            "content": zipf_sentence(rnd),
+            "content": rnd.choice(pool) if ties else zipf_sentence(rnd),
             "provenance": {"source": "test", "ref": str(n)},
             "trust": "trusted",
-            "confidence": round(rnd.random(), 3),
+            "confidence": rnd.choice([0.5, 0.9]) if ties else round(rnd.random(), 3),
             "expected_version": 0,
             "ttl_seconds": rnd.choice([3600, 86_400 * 365]),
         }
         reference.write(WRITER, body)
         pruned.write(WRITER, body)
-        clock.advance(minutes=rnd.randint(0, 600))
+        if not ties or n % 50 == 49:
+            clock.advance(minutes=rnd.randint(0, 600))
     clock.advance(hours=2)  # the one-hour items are now expired but not swept
     return reference, pruned
 
@@ -128,3 +132,63 @@ def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
     assert len(posting_reads) == 1  # no count per term, no second read of the lists
     (collect,) = [sql for sql in statements if sql.startswith("SELECT rowid, id")]
     assert collect.count("?") < 40  # the contenders' rowids, not all forty items
+
+
+def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
+    tmp_path: Path,
+) -> None:
+    """A search reads postings, then rows, then keys: all from one snapshot. A rewrite
+    landing after the postings were read neither changes the ranked item under the
+    search nor hides the item that should have come first."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    clock = FakeClock()
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
+    for memory_id, confidence in (("a", 0.9), ("b", 0.8), ("c", 0.1), ("d", 0.1)):
+        service.write(
+            WRITER,
+            {
+                "id": memory_id,
+                "agent_id": "support-bot",
+                "subject_id": "s1",
+                "purpose": "support",
+                "kind": "fact",
+                "content": "shared word",
+                "provenance": {"source": "test", "ref": memory_id},
+                "trust": "trusted",
+                "confidence": confidence,
+                "expected_version": 0,
+            },
+        )
+    read = store._query
+    rewritten: list[bool] = []
+
+    def rewrite_after_the_postings(sql: str, params: object = ()) -> list[object]:
+        rows = read(sql, params)  # type: ignore[arg-type]
+        if "FROM postings" in sql and not rewritten:
+            rewritten.append(True)
+            service.write(
+                WRITER,
+                {
+                    "id": "a",
+                    "agent_id": "support-bot",
+                    "subject_id": "s1",
+                    "purpose": "support",
+                    "kind": "fact",
+                    "content": "shared word",
+                    "provenance": {"source": "test", "ref": "a"},
+                    "trust": "trusted",
+                    "confidence": 0.05,
+                    "expected_version": 1,
+                },
+            )
+        return rows
+
+    store._query = rewrite_after_the_postings  # type: ignore[method-assign]
+    found = service.search(WRITER, query("shared", limit=1))
+    assert rewritten  # the write did land in the middle of the search
+    (hit,) = found.items
+    assert (hit.item.id, hit.item.version, hit.item.confidence) == ("a", 1, 0.9)
+    assert hit.score_parts["confidence"] == 0.9  # ranked on the state it returns
+    store._query = read  # type: ignore[method-assign]
+    (after,) = service.search(WRITER, query("shared", limit=1)).items
+    assert after.item.id == "b"  # the next search sees the rewrite

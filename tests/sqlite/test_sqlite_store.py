@@ -7,6 +7,7 @@ import os
 import secrets
 import sqlite3
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from governed_memory.crypto import Keyring
 from governed_memory.errors import VersionConflict
 from governed_memory.factory import open_service
-from governed_memory.ports import Batch, ItemChange
+from governed_memory.ports import Batch, ItemChange, ReadWouldWait
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, _Pending
@@ -274,3 +275,58 @@ def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
     assert not store._checkpoint_due
     for name, data in files_of(data_dir).items():
         assert key.wrapped not in data, name
+
+
+def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAL reader can still meet SQLITE_BUSY (recovery by another process, an outside
+    connection in exclusive mode). A lookup asked not to wait — the HTTP edge's, on its
+    event loop — is then refused at once, with the busy timeout put back after."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", busy_timeout_ms=5_000)
+    try:
+        assert store.api_key("k1", wait=False) is None  # free: answered at once
+        reader = store._reader()
+        timeouts: list[int] = []
+
+        class BusyReader:
+            """This thread's reader, as it behaves while another process holds the file."""
+
+            def execute(self, sql: str, params: object = ()) -> sqlite3.Cursor:
+                if sql.startswith("PRAGMA busy_timeout"):
+                    timeouts.append(int(sql.rsplit("=", 1)[1]))
+                    return reader.execute(sql)
+                busy = sqlite3.OperationalError("database is locked")
+                busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+                raise busy
+
+        monkeypatch.setattr(store, "_reader", BusyReader)
+        with pytest.raises(ReadWouldWait):
+            store.api_key("k1", wait=False)
+        assert timeouts == [0, 5_000]  # never slept on it, and restored for other reads
+        monkeypatch.undo()
+        assert store.api_key("k1", wait=False) is None
+    finally:
+        store.close()
+
+
+def test_the_memory_store_refuses_a_read_that_must_not_wait_while_a_writer_holds_it() -> None:
+    """The in-memory store's lock is held by writers; a no-wait read does not queue."""
+    store = MemoryStore()
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store._lock:
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    held.wait(5)
+    try:
+        with pytest.raises(ReadWouldWait):
+            store.api_key("k1", wait=False)
+    finally:
+        release.set()
+        thread.join()
+    assert store.api_key("k1", wait=False) is None

@@ -25,7 +25,13 @@ from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.crypto import Keyring
 from governed_memory.errors import StoreUnavailable, ValidationError, VersionConflict
 from governed_memory.maintenance import export_log, import_log
-from governed_memory.ports import Batch, IdempotencyKeyTaken, IdempotencyRecord, SearchRequest
+from governed_memory.ports import (
+    Batch,
+    IdempotencyKeyTaken,
+    IdempotencyRecord,
+    ReadWouldWait,
+    SearchRequest,
+)
 from governed_memory.service import MemoryService
 from governed_memory.store import postgres
 from governed_memory.store.memory import MemoryStore
@@ -471,3 +477,14 @@ def test_edge_inputs_are_accepted_or_refused_alike_on_sqlite_and_postgres(
     finally:
         sqlite_store.close()
     assert on_postgres == on_sqlite, case
+
+
+def test_a_key_lookup_asked_not_to_wait_is_refused(
+    open_store: Callable[..., PostgresStore],
+) -> None:
+    """Every PostgreSQL read is a network round trip: the HTTP edge's no-wait lookup is
+    always refused, so it is made from a worker thread, never on the event loop."""
+    store = open_store()
+    with pytest.raises(ReadWouldWait):
+        store.api_key("k1", wait=False)
+    assert store.api_key("k1") is None

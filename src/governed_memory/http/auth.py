@@ -17,7 +17,7 @@ from governed_memory.apikeys import split_token, verify
 from governed_memory.core.model import Principal
 from governed_memory.errors import AuthenticationError, ValidationError
 from governed_memory.http.limits import FixedWindowLimiter
-from governed_memory.ports import Store
+from governed_memory.ports import ReadWouldWait, Store
 
 TENANT_QUERY_PARAMETERS = frozenset({"tenant_id", "tenant", "tenantid"})
 TENANT_HEADERS = frozenset({"x-tenant-id", "x-tenant", "tenant-id"})
@@ -49,10 +49,11 @@ def bearer_token(request: Request) -> str:
 class Authenticator:
     """Turns a request into the principal of its API key, counting its rate limit.
 
-    The key's record is read on the event loop when the store's reads never wait (SQLite:
-    an indexed lookup of microseconds), and in the thread pool otherwise (PostgreSQL: a
-    network round trip must not stall the loop). Every request reads the record afresh,
-    so a revoked key is refused from its next request on, on every instance.
+    The key's record is read on the event loop if the store can answer without waiting
+    (SQLite: an indexed lookup of microseconds), and from the thread pool otherwise
+    (PostgreSQL: a network round trip; SQLite busy) — the loop never sleeps on a read.
+    Every request reads the record afresh, so a revoked key is refused from its next
+    request on, on every instance.
     """
 
     def __init__(self, store: Store, limiter: FixedWindowLimiter) -> None:
@@ -61,9 +62,9 @@ class Authenticator:
 
     async def __call__(self, request: Request) -> Principal:
         key_id, secret = split_token(bearer_token(request))
-        if self.store.reads_never_wait:
-            record = self.store.api_key(key_id)
-        else:
+        try:
+            record = self.store.api_key(key_id, wait=False)
+        except ReadWouldWait:
             record = await run_in_threadpool(self.store.api_key, key_id)
         principal = verify(record, secret)
         refuse_tenant_naming(request)

@@ -26,6 +26,7 @@ from governed_memory.ports import (
     IndexDoc,
     ItemChange,
     LogMoved,
+    ReadWouldWait,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
@@ -37,8 +38,6 @@ ScopeKey = tuple[str, str, str]
 
 class MemoryStore:
     """Everything in dictionaries behind one lock; nothing survives the process."""
-
-    reads_never_wait = False  # a read waits on the lock a writer holds
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -294,9 +293,13 @@ class MemoryStore:
                 raise ValueError("duplicate API key id")
             self._api_keys[key.key_id] = key
 
-    def api_key(self, key_id: str) -> ApiKey | None:
-        with self._lock:
+    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
+        if not self._lock.acquire(blocking=wait):
+            raise ReadWouldWait("a writer holds the store")
+        try:
             return self._api_keys.get(key_id)
+        finally:
+            self._lock.release()
 
     def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
         with self._lock:

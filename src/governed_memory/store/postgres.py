@@ -68,6 +68,7 @@ from governed_memory.ports import (
     IdempotencyRecord,
     ItemChange,
     LogMoved,
+    ReadWouldWait,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
@@ -127,8 +128,6 @@ class _Pending:
 
 class PostgresStore:
     """The store port over a PostgreSQL database, through a connection pool."""
-
-    reads_never_wait = False  # every read is a network round trip
 
     def __init__(
         self,
@@ -722,7 +721,9 @@ class PostgresStore:
             api_key_row(key),
         )
 
-    def api_key(self, key_id: str) -> ApiKey | None:
+    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
+        if not wait:
+            raise ReadWouldWait("a PostgreSQL read is a network round trip")
         rows = self._query(q.API_KEY_SELECT + " WHERE key_id = %s", (key_id,))
         return api_key_from_row(rows[0]) if rows else None
 

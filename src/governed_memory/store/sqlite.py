@@ -52,13 +52,19 @@ from governed_memory.ports import (
     IdempotencyRecord,
     ItemChange,
     LogMoved,
+    ReadWouldWait,
     SearchMatches,
     SearchRequest,
     SubjectChanged,
     SubjectKeyGone,
     paged_events,
 )
-from governed_memory.store.sqlite_search import ScopedSearch, document_frequency, few_postings
+from governed_memory.store.sqlite_search import (
+    SMALL_SCOPE_POSTINGS,
+    ScopedSearch,
+    document_frequency,
+    few_postings,
+)
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 DATABASE_FILE = "gmem.sqlite3"
@@ -119,8 +125,6 @@ class _Pending:
 
 class SQLiteStore:
     """The store port over one SQLite database file."""
-
-    reads_never_wait = True  # WAL readers take no lock and do no network IO
 
     def __init__(
         self,
@@ -637,7 +641,13 @@ class SQLiteStore:
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
         scope, documents, total_length, generation = scope_rows[0]
         search = ScopedSearch(self._query, request, scope)
-        few = few_postings(self._query, scope, list(dict.fromkeys(request.terms)))
+        terms = list(dict.fromkeys(request.terms))
+        cached = [self._frequencies.get((scope, term)) for term in terms]
+        known_large = (
+            all(c is not None and c[0] == generation for c in cached)
+            and sum(c[1] for c in cached if c is not None) > SMALL_SCOPE_POSTINGS
+        )
+        few = None if known_large else few_postings(self._query, scope, terms)
         if few is not None:
             counted = Counter(term for term, *_ in few)
             frequency = {term: counted[term] for term in request.terms}
@@ -794,7 +804,7 @@ class SQLiteStore:
         conn = self._reader()
         conn.execute("BEGIN")
         try:
-            conn.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()  # pin it now
+            conn.execute("SELECT max(version) FROM schema_migrations").fetchall()  # pin it now
             yield
         finally:
             conn.execute("COMMIT")
@@ -818,10 +828,24 @@ class SQLiteStore:
 
         self._transaction(work)
 
-    def api_key(self, key_id: str) -> ApiKey | None:
-        rows = self._query(
-            f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys WHERE key_id = ?", (key_id,)
-        )
+    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
+        sql = f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys WHERE key_id = ?"
+        if wait:
+            rows = self._query(sql, (key_id,))
+            return api_key_from_row(rows[0]) if rows else None
+        # A WAL reader normally takes no lock, but can meet SQLITE_BUSY (recovery by
+        # another process, an outside connection in exclusive mode): then refuse at once
+        # rather than sleep through the busy timeout on the caller's event loop.
+        conn = self._reader()
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            rows = conn.execute(sql, (key_id,)).fetchall()
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise ReadWouldWait("the database is busy") from None
+            raise StoreUnavailable(f"SQLite read failed: {type(error).__name__}") from None
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
         return api_key_from_row(rows[0]) if rows else None
 
     def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
