@@ -10,6 +10,7 @@ import httpx
 
 from governed_memory.store.memory import MemoryStore
 from tests.http.conftest import Api, MakeApi, search_body, write_body
+from tests.support.threads import held_elsewhere
 
 
 def race(api: Api, count: int, request: Any) -> list[httpx.Response]:
@@ -71,26 +72,10 @@ def test_a_key_lookup_that_would_wait_leaves_the_event_loop_serving(
     store = MemoryStore()
     api = make_api(store=store)
     headers = api.key()
-    held, release = threading.Event(), threading.Event()
-
-    def writer() -> None:
-        with store._lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=writer)
-    holder.start()
-    held.wait(5)
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(
-                api.client.post, "/v1/search", json=search_body(), headers=headers
-            )
-            live = api.client.get("/health/live", timeout=2)
-            assert live.status_code == 200  # the loop was not stuck on the lookup
-            assert not pending.done()  # the search is waiting in a worker thread
-            release.set()
-            assert pending.result(timeout=10).status_code == 200
-    finally:
-        release.set()
-        holder.join()
+    with held_elsewhere(store._lock) as writer, ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(api.client.post, "/v1/search", json=search_body(), headers=headers)
+        live = api.client.get("/health/live", timeout=2)
+        assert live.status_code == 200  # the loop was not stuck on the lookup
+        assert not pending.done()  # the search is waiting in a worker thread
+        writer.release()
+        assert pending.result(timeout=10).status_code == 200

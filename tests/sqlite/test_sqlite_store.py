@@ -7,7 +7,6 @@ import os
 import secrets
 import sqlite3
 import stat
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, _Pending
 from tests.support.fakes import FakeClock, body, principal, query
+from tests.support.threads import held_elsewhere
 
 WRITER = principal()
 
@@ -313,20 +313,6 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
 def test_the_memory_store_refuses_a_read_that_must_not_wait_while_a_writer_holds_it() -> None:
     """The in-memory store's lock is held by writers; a no-wait read does not queue."""
     store = MemoryStore()
-    held, release = threading.Event(), threading.Event()
-
-    def writer() -> None:
-        with store._lock:
-            held.set()
-            release.wait(5)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    held.wait(5)
-    try:
-        with pytest.raises(ReadWouldWait):
-            store.api_key("k1", wait=False)
-    finally:
-        release.set()
-        thread.join()
+    with held_elsewhere(store._lock), pytest.raises(ReadWouldWait):
+        store.api_key("k1", wait=False)
     assert store.api_key("k1", wait=False) is None

@@ -1,9 +1,10 @@
-"""Run work on many threads released at the same moment (for race tests)."""
+"""Threads for concurrency tests: work released at the same moment, a lock held elsewhere."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 
@@ -25,3 +26,35 @@ def race(count: int, work: Callable[[int], Any], timeout: float = 120) -> list[A
     for thread in threads:
         thread.join(timeout=timeout)
     return results
+
+
+class HeldLock:
+    """What :func:`held_elsewhere` yields: ``release()`` lets the holder go early."""
+
+    def __init__(self) -> None:
+        self.taken = threading.Event()
+        self._release = threading.Event()
+
+    def release(self) -> None:
+        self._release.set()
+
+
+@contextmanager
+def held_elsewhere(lock: AbstractContextManager[Any], timeout: float = 10) -> Iterator[HeldLock]:
+    """Hold ``lock`` from another thread (as a writer would) until the block ends or
+    ``release()`` is called."""
+    state = HeldLock()
+
+    def hold() -> None:
+        with lock:
+            state.taken.set()
+            state._release.wait(timeout)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    state.taken.wait(timeout)
+    try:
+        yield state
+    finally:
+        state.release()
+        thread.join()
