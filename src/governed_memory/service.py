@@ -173,18 +173,21 @@ class MemoryService:
                 return replayed
         target_id = command.memory_id or self._new_id()
         subject_key = self.store.subject_key(principal.tenant_id, command.subject_id)
-        if subject_key is None:
-            self._dry_run(principal, command, key, target_id)
-        for attempt in range(MAX_KEY_RETRIES):
-            if subject_key is None or attempt > 0:
+        for _ in range(MAX_KEY_RETRIES):
+            if subject_key is None:
+                # Decide without content before minting the key: a refused write must
+                # not leave a key behind (a later forget would find one).
+                self._dry_run(principal, command, key, target_id)
                 subject_key = self._subject_key(
                     principal.tenant_id, command.subject_id, create=True
                 )
-            assert subject_key is not None
+                assert subject_key is not None
             try:
                 return self._write_once(principal, command, key, target_id, subject_key)
             except SubjectKeyGone:
-                continue  # forgotten concurrently: seal again under a fresh key
+                # Forgotten concurrently: seal again under the subject's key of now, or a
+                # fresh one if the write is still allowed.
+                subject_key = self.store.subject_key(principal.tenant_id, command.subject_id)
             except IdempotencyKeyTaken:
                 assert key is not None
                 replayed = self._replay_write(principal, command, key)
@@ -203,8 +206,7 @@ class MemoryService:
     def _dry_run(
         self, principal: Principal, command: WriteMemory, key: str | None, target_id: str
     ) -> None:
-        """Decide the write without content first when it would mint the subject's key:
-        a refused write must not leave a key behind (a later forget would find one)."""
+        """Decide the write without content: raise as the real write would."""
         current = self.store.get(principal.tenant_id, target_id)
         supersedes = command.supersedes_id or (current.supersedes_id if current else None)
         target = self.store.get(principal.tenant_id, supersedes) if supersedes else None

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import Scope, Status
+from governed_memory.errors import GovernedMemoryError
+from governed_memory.ports import Batch
 from governed_memory.service import MemoryService
 from tests.support.fakes import body, principal, query
 
@@ -126,3 +131,58 @@ def test_subject_keys_are_read_together_within_one_tenant(service: MemoryService
     assert sorted(service.store.subject_keys_for("acme", ["customer-1", "customer-2"])) == [
         "customer-2"
     ]
+
+
+def _forget_before_the_next_commit(service: MemoryService, subject: str) -> list[bool]:
+    """Make the store forget ``subject`` just before it commits the next batch, as a
+    forget on another thread or instance would, between a write's key read and its
+    commit. Returns a list that gets one entry once that has happened."""
+    store = service.store
+    commit = store.commit
+    done: list[bool] = []
+
+    def forget_first(batch: Batch) -> list[StoredEvent]:
+        if not done:
+            done.append(True)
+            store.commit = commit  # type: ignore[method-assign]
+            service.forget_subject(WRITER, subject)
+        return commit(batch)
+
+    store.commit = forget_first  # type: ignore[method-assign]
+    return done
+
+
+def test_a_write_racing_a_forget_is_sealed_again_under_a_fresh_key(
+    service: MemoryService,
+) -> None:
+    """The subject is forgotten after the write read its key: the commit is refused
+    (that key is gone) and the write is sealed again under a new key, so the new
+    memory is readable and nothing lands under the destroyed key."""
+    service.write(WRITER, body(id="old"))
+    old_key = service.store.subject_key("acme", "customer-1")
+    raced = _forget_before_the_next_commit(service, "customer-1")
+
+    written = service.write(WRITER, body(id="new", content="Prefers letters now."))
+
+    assert raced
+    new_key = service.store.subject_key("acme", "customer-1")
+    assert new_key is not None and old_key is not None
+    assert new_key.key_id != old_key.key_id
+    assert written.item.content == "Prefers letters now."
+    assert service.get(WRITER, "new").content == "Prefers letters now."
+    assert service.get(WRITER, "old").status is Status.DELETED
+
+
+def test_a_retry_after_a_forget_that_the_rules_refuse_leaves_no_key(
+    service: MemoryService,
+) -> None:
+    """A rewrite whose subject is forgotten under it finds its item deleted on retry:
+    it is refused, and no fresh key is minted for the subject on its way out."""
+    service.write(WRITER, body(id="old"))
+    raced = _forget_before_the_next_commit(service, "customer-1")
+
+    with pytest.raises(GovernedMemoryError):
+        service.write(WRITER, body(id="old", expected_version=1, content="Changed."))
+
+    assert raced
+    assert service.store.subject_key("acme", "customer-1") is None
