@@ -19,7 +19,7 @@ from typing import Any
 from governed_memory.core.events import StoredEvent
 from governed_memory.factory import open_service
 from governed_memory.maintenance import rebuild_projection
-from governed_memory.ports import ItemChange
+from governed_memory.records import ItemChange
 
 
 def _run(data_dir: str) -> None:

@@ -4,7 +4,8 @@ The library API is :class:`MemoryService`, opened with :func:`open_service`; eve
 takes the acting :class:`Principal`.
 """
 
-from governed_memory.apikeys import ApiKey, create_api_key
+from governed_memory._version import __version__ as __version__
+from governed_memory.apikeys import create_api_key
 from governed_memory.client import AsyncClient, Client
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import MemoryItem, Principal
@@ -29,6 +30,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.factory import open_service, open_store
+from governed_memory.records import ApiKey
 from governed_memory.service import (
     AuditEvent,
     ForgetResult,
@@ -39,8 +41,6 @@ from governed_memory.service import (
     SearchResult,
     WriteResult,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ApiKey",

@@ -12,44 +12,15 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 
 from governed_memory.core import values as v
 from governed_memory.core.model import Principal
 from governed_memory.core.values import Scope, Trust
 from governed_memory.errors import AuthenticationError, ValidationError
+from governed_memory.records import ApiKey
 
 _TOKEN = re.compile(r"gmem_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """A stored API key: who it is for and what it may do; never the secret itself."""
-
-    key_id: str
-    tenant_id: str
-    agents: frozenset[str] | None
-    scopes: frozenset[Scope]
-    max_trust: Trust
-    secret_hash: str
-    created_at: datetime
-    name: str | None = None
-    revoked_at: datetime | None = None
-
-    @property
-    def principal_id(self) -> str:
-        return f"key:{self.key_id}"
-
-    def principal(self) -> Principal:
-        """The principal this key authenticates."""
-        return Principal(
-            tenant_id=self.tenant_id,
-            principal_id=self.principal_id,
-            scopes=self.scopes,
-            max_trust=self.max_trust,
-            agents=self.agents,
-        )
 
 
 def _hash(secret: str) -> str:

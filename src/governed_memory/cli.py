@@ -18,13 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from governed_memory.apikeys import ApiKey, create_api_key, parse_agents, parse_scopes
+from governed_memory.apikeys import (
+    create_api_key,
+    parse_agents,
+    parse_scopes,
+)
 from governed_memory.config import Settings, load_settings
 from governed_memory.core.values import Trust, enum_value
 from governed_memory.errors import GovernedMemoryError
 from governed_memory.factory import open_store
 from governed_memory.mcp_server import add_command as add_mcp_command
 from governed_memory.ports import Store
+from governed_memory.records import ApiKey
 from governed_memory.service import MemoryService
 
 STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous")
@@ -275,9 +280,8 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_migrate(args: argparse.Namespace, out: TextIO) -> int:
     with _opened_store(args) as store:  # opening a store applies pending migrations
-        version = getattr(store, "schema_version", None)
-        suffix = f" (schema version {version()})" if callable(version) else ""
-    print(f"schema up to date{suffix}", file=out)
+        version = store.schema_version()
+    print(f"schema up to date (schema version {version})", file=out)
     return 0
 
 

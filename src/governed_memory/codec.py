@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from governed_memory.apikeys import ApiKey
 from governed_memory.core.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -36,6 +35,7 @@ from governed_memory.core.values import (
     from_micros,
     to_micros,
 )
+from governed_memory.records import ApiKey
 
 
 class CodecError(ValueError):

@@ -18,18 +18,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from governed_memory.core.policy import DEFAULT_TTLS, TtlPolicy
 from governed_memory.core.values import Kind
-from governed_memory.crypto import CryptoError, parse_master_key
-from governed_memory.errors import GovernedMemoryError, ValidationError
+from governed_memory.crypto import parse_master_key
+from governed_memory.errors import ConfigError, CryptoError, ValidationError
 
 PREFIX = "GMEM_"
 MAX_TTL_SECONDS = 100 * 365 * 86_400  # a century: beyond it timestamps overflow
 CONFIG_FILE_VARIABLE = "GMEM_CONFIG_FILE"
-
-
-class ConfigError(GovernedMemoryError):
-    """A setting is invalid; the service must not start."""
-
-    title = "Invalid configuration"
 
 
 class Settings(BaseSettings):

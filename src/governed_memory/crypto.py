@@ -22,7 +22,6 @@ import hmac
 import os
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -30,28 +29,13 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from governed_memory.errors import GovernedMemoryError
+from governed_memory.errors import CryptoError
+from governed_memory.records import SubjectKey
 
 BLOB_FORMAT = 1
 KEY_ID_BYTES = 16
 NONCE_BYTES = 12
 MASTER_KEY_FILE = "master.key"
-
-
-class CryptoError(GovernedMemoryError):
-    """A blob failed authentication, or a key is missing or malformed."""
-
-    title = "Cryptographic failure"
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectKey:
-    """A subject's data key as stored: wrapped under the master key."""
-
-    tenant_id: str
-    subject_id: str
-    key_id: bytes
-    wrapped: bytes
 
 
 def _hkdf(secret: bytes, info: bytes) -> bytes:

@@ -14,12 +14,11 @@ from typing import Any
 from governed_memory.core.policy import TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
-    CryptoError,
     Keyring,
     load_or_create_key_file,
     parse_master_key,
 )
-from governed_memory.errors import ValidationError
+from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Clock, Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous

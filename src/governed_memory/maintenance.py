@@ -22,9 +22,8 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
 from governed_memory.core.projection import replay
 from governed_memory.core.values import Status, subject_id, tenant_id
-from governed_memory.crypto import CryptoError, SubjectKey
-from governed_memory.errors import StoreUnavailable, ValidationError
-from governed_memory.ports import ItemChange, LogMoved
+from governed_memory.errors import CryptoError, LogMoved, StoreUnavailable, ValidationError
+from governed_memory.records import ItemChange, SubjectKey
 from governed_memory.service import MemoryService
 
 IMPORT_CHUNK = 5_000
@@ -38,6 +37,25 @@ class ImportReport:
     events: int
     subject_keys: int
     items: int
+
+
+class Maintenance:
+    """Whole-store operations of one service: ``service.maintenance``."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
+
+    def rebuild(self) -> int:
+        """Replace the projection with the fold of the log; the number of items."""
+        return rebuild_projection(self._service)
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        """Every live subject key, then every event, as JSON-ready records."""
+        return export_log(self._service)
+
+    def import_log(self, lines: Iterable[str]) -> ImportReport:
+        """Load an export into an empty store, then rebuild the projection."""
+        return import_log(self._service, lines)
 
 
 def rebuild_projection(service: MemoryService) -> int:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from governed_memory.core import lifecycle
 from governed_memory.core.access import require_agent, require_scope, visible
@@ -41,6 +41,7 @@ from governed_memory.core.projection import (
 )
 from governed_memory.core.retrieval import (
     SearchQuery,
+    admits,
     fit_budget,
     query_terms,
     rank,
@@ -55,28 +56,32 @@ from governed_memory.core.values import (
     subject_id,
     text,
 )
-from governed_memory.crypto import CryptoError, Keyring, SubjectKey
+from governed_memory.crypto import Keyring
 from governed_memory.errors import (
     Conflict,
+    CryptoError,
     IdempotencyKeyReused,
+    IdempotencyKeyTaken,
     NotFound,
     PermissionDenied,
     StoreUnavailable,
+    SubjectChanged,
+    SubjectKeyGone,
     ValidationError,
     VersionConflict,
 )
 from governed_memory.ports import (
-    Batch,
     Clock,
-    IdempotencyKeyTaken,
+    Store,
+    SystemClock,
+)
+from governed_memory.records import (
+    Batch,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
     SearchRequest,
-    Store,
-    SubjectChanged,
-    SubjectKeyGone,
-    SystemClock,
+    SubjectKey,
 )
 from governed_memory.results import (
     AuditEvent,
@@ -90,6 +95,9 @@ from governed_memory.results import (
     encode_cursor,
 )
 from governed_memory.tokens import Tokenizer, default_tokenizer
+
+if TYPE_CHECKING:
+    from governed_memory.maintenance import Maintenance
 
 log = logging.getLogger("governed_memory.service")
 
@@ -136,6 +144,21 @@ class MemoryService:
         self.policy = policy or TtlPolicy()
         self._new_id = new_id
         self.listeners: list[Callable[[Sequence[Event]], None]] = list(listeners)
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Whole-store operations: rebuild, export, import (``gmem replay|export|import``)."""
+        from governed_memory.maintenance import Maintenance
+
+        return Maintenance(self)
+
+    def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the store answers (readiness)."""
+        self.store.ping()
+
+    def close(self) -> None:
+        """Close the store; the service is unusable afterwards."""
+        self.store.close()
 
     def _context(
         self, principal: Principal, key: str | None, now: datetime | None = None
@@ -580,7 +603,15 @@ class MemoryService:
         hits = []
         for r in fitted.chosen:
             state = states.get(r.candidate.memory_id)
-            if state is None or not _still_matches(state, query, now):
+            if state is None or not admits(
+                state,
+                tenant_id=principal.tenant_id,
+                agent_id=query.agent_id,
+                purpose=query.purpose,
+                now=now,
+                subject_id=query.subject_id,
+                kinds=query.kinds,
+            ):
                 continue  # changed between the two reads: never return what the filters refuse
             hits.append(
                 SearchHit(
@@ -793,17 +824,6 @@ def _version(value: object) -> int:
     from governed_memory.core.commands import version
 
     return version(value)
-
-
-def _still_matches(state: ItemState, query: SearchQuery, now: datetime) -> bool:
-    """The hard filters of SPEC §6.1, checked again on the item as finally read."""
-    return (
-        state.status is Status.ACTIVE
-        and state.expires_at > now
-        and (state.agent_id, state.purpose) == (query.agent_id, query.purpose)
-        and (query.subject_id is None or state.subject_id == query.subject_id)
-        and (query.kinds is None or state.kind in query.kinds)
-    )
 
 
 def _audit(stored: StoredEvent, version: int | None) -> AuditEvent:

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory.config import ConfigError, load_settings
+from governed_memory.config import load_settings
 from governed_memory.core.policy import DAY
 from governed_memory.core.values import Kind
+from governed_memory.errors import ConfigError
 from tests.cli.conftest import Gmem
 
 

@@ -7,7 +7,7 @@ import pytest
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import Scope, Status
 from governed_memory.errors import GovernedMemoryError
-from governed_memory.ports import Batch
+from governed_memory.records import Batch
 from governed_memory.service import MemoryService
 from tests.support.fakes import body, principal, query
 

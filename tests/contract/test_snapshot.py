@@ -45,8 +45,9 @@ def test_a_rebuild_folded_from_an_older_log_is_refused(service: MemoryService) -
     import pytest
 
     from governed_memory.core.projection import replay
+    from governed_memory.errors import LogMoved
     from governed_memory.maintenance import rebuild_projection
-    from governed_memory.ports import ItemChange, LogMoved
+    from governed_memory.records import ItemChange
 
     service.write(WRITER, body(id="m1"))
     events = list(service.store.tenant_events("acme"))

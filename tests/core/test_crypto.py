@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from governed_memory.crypto import (
-    CryptoError,
     Keyring,
     load_or_create_key_file,
     parse_master_key,
 )
+from governed_memory.errors import CryptoError
 
 
 @pytest.fixture

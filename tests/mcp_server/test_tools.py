@@ -178,7 +178,7 @@ def test_an_unexpected_failure_says_nothing_of_itself(served: Served) -> None:
 
     result = anyio.run(main)
     assert result.is_error
-    assert text_of(result) == "Governed memory error: the tool failed (RuntimeError)"
+    assert text_of(result) == "Internal server error: the tool failed (RuntimeError)"
     assert GovernedMemoryError.title in text_of(result)
 
 

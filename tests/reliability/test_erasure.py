@@ -27,8 +27,11 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import MemoryRejected, MemoryWritten
-from governed_memory.crypto import CryptoError, Keyring, load_or_create_key_file
-from governed_memory.errors import IdempotencyKeyReused
+from governed_memory.crypto import (
+    Keyring,
+    load_or_create_key_file,
+)
+from governed_memory.errors import CryptoError, IdempotencyKeyReused
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from governed_memory.crypto import Keyring
-from governed_memory.errors import VersionConflict
+from governed_memory.errors import ReadWouldWait, VersionConflict
 from governed_memory.factory import open_service
-from governed_memory.ports import Batch, ItemChange, ReadWouldWait
+from governed_memory.records import (
+    Batch,
+    ItemChange,
+)
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, _Pending

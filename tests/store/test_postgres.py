@@ -23,13 +23,17 @@ from psycopg import sql
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.crypto import Keyring
-from governed_memory.errors import StoreUnavailable, ValidationError, VersionConflict
-from governed_memory.maintenance import export_log, import_log
-from governed_memory.ports import (
-    Batch,
+from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IdempotencyRecord,
     ReadWouldWait,
+    StoreUnavailable,
+    ValidationError,
+    VersionConflict,
+)
+from governed_memory.maintenance import export_log, import_log
+from governed_memory.records import (
+    Batch,
+    IdempotencyRecord,
     SearchRequest,
 )
 from governed_memory.service import MemoryService

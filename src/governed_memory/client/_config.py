@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from governed_memory._version import __version__
 from governed_memory.client._retry import RetryPolicy
 
 URL_VARIABLE = "GMEM_URL"
@@ -15,8 +16,6 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _version() -> str:
-    from governed_memory import __version__
-
     return __version__
 
 

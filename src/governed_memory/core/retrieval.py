@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from governed_memory.core.values import Kind
+from governed_memory.core.model import ItemState
+from governed_memory.core.values import Kind, Status
 
 K1 = 1.2
 B = 0.75
@@ -87,6 +88,30 @@ class Ranked:
     candidate: Candidate
     score: float
     parts: Mapping[str, float]
+
+
+def admits(
+    item: ItemState,
+    *,
+    tenant_id: str,
+    agent_id: str,
+    purpose: str,
+    now: datetime,
+    subject_id: str | None = None,
+    kinds: frozenset[Kind] | None = None,
+) -> bool:
+    """The hard filters of a search (SPEC §6.1), on one item: the one statement of them.
+
+    Every backend applies the same filters inside its storage query (SQL cannot call
+    this); the in-memory store and the service's re-check of the rows it returns call it.
+    """
+    return (
+        item.status is Status.ACTIVE
+        and item.expires_at > now
+        and (item.tenant_id, item.agent_id, item.purpose) == (tenant_id, agent_id, purpose)
+        and (subject_id is None or item.subject_id == subject_id)
+        and (kinds is None or item.kind in kinds)
+    )
 
 
 def idf(documents: int, frequency: int) -> float:

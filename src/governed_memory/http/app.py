@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from governed_memory._version import __version__
 from governed_memory.config import Settings, load_settings
 from governed_memory.factory import open_service
 from governed_memory.http import problems
@@ -77,8 +78,6 @@ def create_app(
             await worker.stop()
             if owned:
                 service.store.close()
-
-    from governed_memory import __version__
 
     app = FastAPI(
         title="governed-memory",

@@ -15,9 +15,9 @@ from starlette.concurrency import run_in_threadpool
 
 from governed_memory.apikeys import split_token, verify
 from governed_memory.core.model import Principal
-from governed_memory.errors import AuthenticationError, ValidationError
+from governed_memory.errors import AuthenticationError, ReadWouldWait, ValidationError
 from governed_memory.http.limits import FixedWindowLimiter
-from governed_memory.ports import ReadWouldWait, Store
+from governed_memory.ports import Store
 
 TENANT_QUERY_PARAMETERS = frozenset({"tenant_id", "tenant", "tenantid"})
 TENANT_HEADERS = frozenset({"x-tenant-id", "x-tenant", "tenant-id"})

@@ -29,6 +29,8 @@ from governed_memory.errors import (
     GovernedMemoryError,
     IdempotencyKeyReused,
     InvalidTransition,
+    MalformedRequest,
+    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
@@ -57,18 +59,6 @@ class ProblemType:
     @property
     def type(self) -> str:
         return TYPE_PREFIX + self.slug
-
-
-class MalformedRequest(GovernedMemoryError):
-    """The request could not be parsed (e.g. its body is not JSON); HTTP edge only."""
-
-    title = "Malformed request"
-
-
-class MethodNotAllowed(GovernedMemoryError):
-    """The route exists but not with this method; HTTP edge only."""
-
-    title = "Method not allowed"
 
 
 #: The one table from error classes to problems: the error tree, plus the two failures

@@ -24,8 +24,11 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from governed_memory.errors import ValidationError
-from governed_memory.http.problems import DUPLICATE_MEMBER, NOT_A_NUMBER, MalformedRequest
+from governed_memory.errors import MalformedRequest, ValidationError
+from governed_memory.http.problems import (
+    DUPLICATE_MEMBER,
+    NOT_A_NUMBER,
+)
 
 SINGLE_HEADERS = ("authorization", "idempotency-key", "content-type")
 

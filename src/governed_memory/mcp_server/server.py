@@ -15,6 +15,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from governed_memory._version import __version__
 from governed_memory.client import AsyncClient
 from governed_memory.errors import AuthenticationError, PermissionDenied, StoreUnavailable
 from governed_memory.mcp_server.options import Options, StartupError
@@ -44,7 +45,6 @@ Context = ServerRequestContext[dict[str, Any]]
 
 def build_server(tools: MemoryTools, *, reviewer: bool) -> Server[dict[str, Any]]:
     """An MCP server that lists ``tools`` and runs them."""
-    from governed_memory import __version__
 
     async def list_tools(
         ctx: Context, params: types.PaginatedRequestParams | None

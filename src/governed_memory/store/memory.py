@@ -12,25 +12,27 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
-from governed_memory.apikeys import ApiKey
 from governed_memory.core.events import StoredEvent, SubjectForgotten
 from governed_memory.core.model import LIVE_STATUSES, ItemState
-from governed_memory.core.retrieval import Candidate, ScopeStatistics
+from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
 from governed_memory.core.values import Status, to_micros
-from governed_memory.crypto import SubjectKey
-from governed_memory.errors import VersionConflict
-from governed_memory.ports import (
-    Batch,
+from governed_memory.errors import (
     IdempotencyKeyTaken,
+    LogMoved,
+    ReadWouldWait,
+    SubjectChanged,
+    SubjectKeyGone,
+    VersionConflict,
+)
+from governed_memory.records import (
+    ApiKey,
+    Batch,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
-    LogMoved,
-    ReadWouldWait,
     SearchMatches,
     SearchRequest,
-    SubjectChanged,
-    SubjectKeyGone,
+    SubjectKey,
 )
 
 ScopeKey = tuple[str, str, str]
@@ -222,7 +224,15 @@ class MemoryStore:
             candidates = []
             for memory_id in sorted(frequencies):
                 item = self._items[(request.tenant_id, memory_id)]
-                if not _passes(item, request):
+                if not admits(
+                    item,
+                    tenant_id=request.tenant_id,
+                    agent_id=request.agent_id,
+                    purpose=request.purpose,
+                    now=request.now,
+                    subject_id=request.subject_id,
+                    kinds=request.kinds,
+                ):
                     continue
                 _, doc = self._docs[item.key]
                 candidates.append(
@@ -315,18 +325,11 @@ class MemoryStore:
                 self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
             return True
 
+    def schema_version(self) -> int:
+        return 0  # nothing to migrate: the store lives and dies with the process
+
     def ping(self) -> None:
         return None
 
     def close(self) -> None:
         return None
-
-
-def _passes(item: ItemState, request: SearchRequest) -> bool:
-    """The hard filters of SPEC §6.1, as every backend must apply them."""
-    return (
-        item.status is Status.ACTIVE
-        and item.expires_at > request.now
-        and (request.subject_id is None or item.subject_id == request.subject_id)
-        and (request.kinds is None or item.kind in request.kinds)
-    )

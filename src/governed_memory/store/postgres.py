@@ -35,7 +35,6 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from governed_memory.apikeys import ApiKey
 from governed_memory.codec import (
     API_KEY_COLUMNS,
     ITEM_COLUMNS,
@@ -60,22 +59,26 @@ from governed_memory.core.retrieval import (
     idf,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.crypto import SubjectKey
-from governed_memory.errors import StoreUnavailable, VersionConflict
-from governed_memory.ports import (
-    Batch,
+from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IdempotencyRecord,
-    ItemChange,
     LogMoved,
     ReadWouldWait,
-    SearchMatches,
-    SearchRequest,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
-    paged_events,
+    VersionConflict,
+)
+from governed_memory.records import (
+    ApiKey,
+    Batch,
+    IdempotencyRecord,
+    ItemChange,
+    SearchMatches,
+    SearchRequest,
+    SubjectKey,
 )
 from governed_memory.store import postgres_sql as q
+from governed_memory.store.paging import paged_events
 
 T = TypeVar("T")
 Connection = psycopg.Connection[TupleRow]

@@ -28,7 +28,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from governed_memory.apikeys import ApiKey
 from governed_memory.codec import (
     API_KEY_COLUMNS,
     ITEM_COLUMNS,
@@ -44,21 +43,25 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
 from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.core.values import to_micros
-from governed_memory.crypto import SubjectKey
-from governed_memory.errors import StoreUnavailable, VersionConflict
-from governed_memory.ports import (
-    Batch,
+from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IdempotencyRecord,
-    ItemChange,
     LogMoved,
     ReadWouldWait,
-    SearchMatches,
-    SearchRequest,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
-    paged_events,
+    VersionConflict,
 )
+from governed_memory.records import (
+    ApiKey,
+    Batch,
+    IdempotencyRecord,
+    ItemChange,
+    SearchMatches,
+    SearchRequest,
+    SubjectKey,
+)
+from governed_memory.store.paging import paged_events
 from governed_memory.store.sqlite_search import (
     SMALL_SCOPE_POSTINGS,
     ScopedSearch,

@@ -30,7 +30,10 @@ from governed_memory.core.retrieval import (
     unseen_bound,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.ports import SearchMatches, SearchRequest
+from governed_memory.records import (
+    SearchMatches,
+    SearchRequest,
+)
 
 Query = Callable[[str, Sequence[Any]], list[Any]]
 #: A posting as read: term, item, tf, length, confidence, updated_at, expires_at, kind.
