@@ -39,6 +39,8 @@ SERVER_FIELDS = (
     "rate_limit_requests",
     "rate_limit_window_seconds",
     "max_body_bytes",
+    "max_connections",
+    "request_timeout_seconds",
     "expiry_interval_seconds",
     "log_level",
 )
@@ -129,13 +131,17 @@ def _opened_service(args: argparse.Namespace) -> Iterator[MemoryService]:
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from governed_memory.http.app import create_app
+    from governed_memory.http.protocol import Limits
     from governed_memory.http.server import serve
     from governed_memory.observability import configure_logging
 
     settings = _settings(args, SERVE_FIELDS)
     configure_logging(settings.log_level)
     app = create_app(settings)
-    serve(app, settings.host, settings.port)
+    limits = Limits(
+        read_timeout=settings.request_timeout_seconds, max_connections=settings.max_connections
+    )
+    serve(app, settings.host, settings.port, limits)
     return 0
 
 

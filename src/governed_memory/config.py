@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     rate_limit_requests: int = Field(600, ge=1)
     rate_limit_window_seconds: int = Field(60, ge=1)
     max_body_bytes: int = Field(65_536, ge=1)
+    max_connections: int = Field(1_000, ge=1, le=1_000_000)
+    request_timeout_seconds: float = Field(20.0, gt=0, le=3_600)
     expiry_interval_seconds: float = Field(60.0, gt=0)
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     database_pool_max: int = Field(10, ge=1, le=1000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -68,10 +69,18 @@ def create_key(
 class ServerProcess:
     """One ``gmem serve`` over ``data_dir``, restartable, logging to ``log``."""
 
-    def __init__(self, data_dir: Path, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log: Path,
+        env: dict[str, str] | None = None,
+        *,
+        open_files: int | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.log = log
         self.env = os.environ | (env or {})
+        self.open_files = open_files  # RLIMIT_NOFILE of the child (soft and hard)
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -89,7 +98,12 @@ class ServerProcess:
                 stdout=sink,
                 stderr=sink,
                 env=self.env,
+                preexec_fn=self._limit_files if self.open_files else None,  # noqa: PLW1509
             )
+
+    def _limit_files(self) -> None:
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def wait_ready(self, timeout: float = 60) -> float:
         """Seconds until ``/health/ready`` answered 200; raises if it never does."""

@@ -9,6 +9,8 @@ real HTTP, the real app, in one process.
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import socket
 import threading
 import time
@@ -18,14 +20,23 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from governed_memory.errors import ConfigError
+from governed_memory.http.protocol import Limits, protocol_class
+
 GRACEFUL_SHUTDOWN_SECONDS = 30
+KEEP_ALIVE_SECONDS = 5
+#: Descriptors kept free of connections: the listener, logs, and the store's own (SQLite
+#: opens a database, WAL and shared-memory file for each of up to 40 worker threads).
+RESERVED_FILES = 256
 
 
-def _config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
+def _config(app: FastAPI, host: str, port: int, limits: Limits | None = None) -> uvicorn.Config:
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=protocol_class(limits or Limits()),  # bounded heads, read deadlines, a cap
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         log_config=None,  # logging is configured by the caller (JSON lines)
         access_log=False,  # the app writes its own, content-free access log
         lifespan="on",
@@ -34,9 +45,29 @@ def _config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
     )
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+def serve(app: FastAPI, host: str, port: int, limits: Limits | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully."""
-    uvicorn.Server(_config(app, host, port)).run()
+    limits = limits or Limits()
+    raise_file_limit(limits.max_connections)
+    uvicorn.Server(_config(app, host, port, limits)).run()
+
+
+def raise_file_limit(connections: int) -> int:
+    """Raise the soft limit of open files to the hard limit; refuse a connection cap the
+    process could not honour (each connection is one descriptor, and the store needs
+    some). Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, connections + RESERVED_FILES)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    if connections + RESERVED_FILES > soft:
+        raise ConfigError(
+            f"GMEM_MAX_CONNECTIONS: {connections} connections need more open files than the "
+            f"limit allows ({soft}); lower it or raise the limit (ulimit -n)"
+        )
+    return soft
 
 
 @contextmanager
