@@ -98,7 +98,7 @@ class ServerProcess:
                 stdout=sink,
                 stderr=sink,
                 env=self.env,
-                preexec_fn=self._limit_files if self.open_files else None,  # noqa: PLW1509
+                preexec_fn=self._limit_files if self.open_files else None,  # child only: setrlimit
             )
 
     def _limit_files(self) -> None:
