@@ -22,6 +22,7 @@ same slugs. Messages carry ids, versions and field names, never memory content.
     ├── StoreUnavailable           (503) the store cannot be reached
     ├── MalformedRequest           (400) edge only: the request could not be parsed
     ├── MethodNotAllowed           (405) edge only: the route exists, not with this method
+    ├── UnsupportedMediaType       (415) edge only: a body that is not UTF-8 application/json
     ├── ConfigError                start-up only: a setting is invalid
     ├── CryptoError                (500) a blob failed authentication; a key is malformed
     └── StoreSignal                never leaves the process: a store tells the service
@@ -177,6 +178,13 @@ class MalformedRequest(GovernedMemoryError):
     slug: ClassVar[str] = "malformed-request"
 
 
+class UnsupportedMediaType(GovernedMemoryError):
+    """The request body is not ``application/json`` in UTF-8; HTTP edge only."""
+
+    title = "Unsupported media type"
+    slug: ClassVar[str] = "unsupported-media-type"
+
+
 class MethodNotAllowed(GovernedMemoryError):
     """The route exists but not with this method; HTTP edge only."""
 
@@ -252,6 +260,7 @@ __all__ = [
     "StoreUnavailable",
     "SubjectChanged",
     "SubjectKeyGone",
+    "UnsupportedMediaType",
     "ValidationError",
     "VersionConflict",
 ]

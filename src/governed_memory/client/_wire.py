@@ -34,6 +34,7 @@ from governed_memory.errors import (
     RateLimited,
     SelfPromotion,
     StoreUnavailable,
+    UnsupportedMediaType,
     ValidationError,
     VersionConflict,
 )
@@ -411,6 +412,7 @@ BY_TYPE: Mapping[str, Factory] = {
     "invalid-transition": _invalid_transition,
     "idempotency-key-reused": _simple(IdempotencyKeyReused),
     "payload-too-large": _simple(PayloadTooLarge),
+    "unsupported-media-type": _simple(UnsupportedMediaType),
     "rate-limited": _rate_limited,
     "unavailable": _simple(StoreUnavailable),
     "internal": _simple(GovernedMemoryError),

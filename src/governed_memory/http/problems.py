@@ -37,6 +37,7 @@ from governed_memory.errors import (
     RateLimited,
     SelfPromotion,
     StoreUnavailable,
+    UnsupportedMediaType,
     ValidationError,
     VersionConflict,
 )
@@ -76,6 +77,7 @@ PROBLEMS: Mapping[type[GovernedMemoryError], ProblemType] = {
     InvalidTransition: ProblemType(409, "invalid-transition", "Invalid status transition"),
     IdempotencyKeyReused: ProblemType(409, "idempotency-key-reused", "Idempotency key reused"),
     PayloadTooLarge: ProblemType(413, "payload-too-large", "Payload too large"),
+    UnsupportedMediaType: ProblemType(415, "unsupported-media-type", "Unsupported media type"),
     ValidationError: ProblemType(422, "validation", "Validation failed"),
     RateLimited: ProblemType(429, "rate-limited", "Too many requests"),
     StoreUnavailable: ProblemType(503, "unavailable", "Service unavailable"),
@@ -88,7 +90,8 @@ INTERNAL = PROBLEMS[GovernedMemoryError]
 #: parse errors whose reason a problem repeats (our words, never the input's).
 DUPLICATE_MEMBER = "duplicate member name"
 NOT_A_NUMBER = "NaN and Infinity are not JSON numbers"
-STRICT_JSON_REASONS = frozenset({DUPLICATE_MEMBER, NOT_A_NUMBER})
+NOT_UTF8 = "the body is not UTF-8"
+STRICT_JSON_REASONS = frozenset({DUPLICATE_MEMBER, NOT_A_NUMBER, NOT_UTF8})
 
 METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 

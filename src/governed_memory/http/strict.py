@@ -11,7 +11,10 @@ refuses, before validation sees anything:
 - a JSON body with a repeated member name, or ``NaN``/``Infinity`` (I-JSON, RFC 7493):
   400, malformed JSON;
 - a repeated query parameter: 422 naming it;
-- a repeated ``Authorization``, ``Idempotency-Key`` or ``Content-Type`` header: 400.
+- a repeated ``Authorization``, ``Idempotency-Key`` or ``Content-Type`` header: 400;
+- a body that is not ``application/json`` (a form, ``text/plain``, no type at all, or a
+  ``charset`` other than UTF-8): 415; JSON bytes that are not UTF-8 (UTF-16 and UTF-32
+  would be auto-detected by Python's parser, and read differently by a proxy): 400.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from governed_memory.errors import MalformedRequest, ValidationError
+from governed_memory.errors import MalformedRequest, UnsupportedMediaType, ValidationError
 from governed_memory.http.problems import (
     DUPLICATE_MEMBER,
     NOT_A_NUMBER,
+    NOT_UTF8,
 )
 
 SINGLE_HEADERS = ("authorization", "idempotency-key", "content-type")
@@ -47,8 +51,38 @@ def _no_constant(name: str) -> Any:
 
 
 def loads(body: bytes | str) -> Any:
-    """Parse strict JSON: unique member names, no ``NaN``/``Infinity``."""
+    """Parse strict JSON: UTF-8 only, unique member names, no ``NaN``/``Infinity``."""
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise json.JSONDecodeError(NOT_UTF8, "", 0) from None
     return json.loads(body, object_pairs_hook=_unique_members, parse_constant=_no_constant)
+
+
+JSON_MEDIA_TYPE = "application/json"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def refuse_foreign_media(request: Request) -> None:
+    """415 unless a request that carries a body says it is UTF-8 ``application/json``."""
+    if request.method not in BODY_METHODS:
+        return
+    length = request.headers.get("content-length")
+    if length in (None, "0") and "transfer-encoding" not in request.headers:
+        return  # no body: forget and the like need no type
+    media, _, parameters = request.headers.get("content-type", "").partition(";")
+    if media.strip().lower() != JSON_MEDIA_TYPE:
+        raise UnsupportedMediaType(
+            "send the body as application/json (Content-Type: application/json)"
+        )
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in (
+            "utf-8",
+            "utf8",
+        ):
+            raise UnsupportedMediaType("JSON bodies must be UTF-8 (charset=utf-8)")
 
 
 def refuse_repetition(request: Request) -> None:
@@ -80,6 +114,7 @@ class StrictRoute(APIRoute):
 
         async def strict_handler(request: Request) -> Response:
             refuse_repetition(request)
+            refuse_foreign_media(request)
             return await handler(StrictRequest(request.scope, request.receive))
 
         return strict_handler
@@ -89,5 +124,6 @@ __all__ = [
     "StrictRequest",
     "StrictRoute",
     "loads",
+    "refuse_foreign_media",
     "refuse_repetition",
 ]
