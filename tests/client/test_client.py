@@ -19,7 +19,9 @@ from governed_memory import (
     Trust,
     WriteResult,
 )
-from tests.client.conftest import FlakyTransport, Served, fact
+from tests.client.conftest import FlakyTransport
+from tests.support.api import Served
+from tests.support.fakes import fact
 
 
 def test_write_creates_then_replaces(served: Served, client: Client) -> None:
