@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Required, TypedDict, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -100,19 +100,24 @@ def _present(body: Mapping[str, Any]) -> dict[str, Any]:
 # -- memories ------------------------------------------------------------------------------
 
 
-class WriteFields(TypedDict, total=False):
+# Two classes rather than ``Required[...]``: with postponed annotations Python 3.11 cannot
+# tell required keys at run time, and write_body checks them like keyword arguments.
+class _RequiredFields(TypedDict):
+    agent_id: str
+    subject_id: str
+    purpose: str
+    kind: Kind | str
+    content: str
+    provenance: Provenance | Mapping[str, Any]
+
+
+class WriteFields(_RequiredFields, total=False):
     """The fields of a write, as :meth:`Client.write` and :meth:`Client.create` take them.
 
     ``trust`` defaults to the service's ``untrusted`` (quarantined until promoted); give
     ``expires_at`` or ``ttl_seconds``, not both; ``None`` means absent.
     """
 
-    agent_id: Required[str]
-    subject_id: Required[str]
-    purpose: Required[str]
-    kind: Required[Kind | str]
-    content: Required[str]
-    provenance: Required[Provenance | Mapping[str, Any]]
     trust: Trust | str | None
     confidence: float | None
     expires_at: datetime | str | None
@@ -133,7 +138,8 @@ def write_body(fields: WriteFields, method: str) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"{method}() got an unexpected keyword argument {unknown[0]!r}")
     if missing:
-        raise TypeError(f"{method}() missing required keyword argument: {missing[0]!r}")
+        names = ", ".join(repr(name) for name in missing)
+        raise TypeError(f"{method}() missing required keyword arguments: {names}")
     provenance: Any = fields["provenance"]
     if isinstance(provenance, Provenance):
         provenance = provenance.as_dict()
