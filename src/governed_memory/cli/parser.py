@@ -130,7 +130,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         *group, name = command.words.split()
         where = top
         if group:
-            where = groups.get(group[0]) or groups.setdefault(group[0], _group(top, group[0]))
+            if group[0] not in groups:
+                groups[group[0]] = _group(top, group[0])
+            where = groups[group[0]]
         sub: argparse.ArgumentParser = where.add_parser(
             name, help=command.help, description=command.help
         )
