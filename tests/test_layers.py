@@ -41,7 +41,7 @@ def test_the_core_imports_only_the_standard_library(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [*modules("store"), PACKAGE / "service.py", PACKAGE / "ports.py", PACKAGE / "codec.py"],
+    [*modules("store"), *modules("service"), PACKAGE / "ports.py", PACKAGE / "codec.py"],
     ids=lambda p: p.name,
 )
 def test_the_service_and_stores_never_import_an_adapter(path: Path) -> None:

@@ -31,16 +31,16 @@ from governed_memory.errors import (
 )
 from governed_memory.factory import open_service, open_store
 from governed_memory.records import ApiKey
-from governed_memory.service import (
+from governed_memory.results import (
     AuditEvent,
     ForgetResult,
-    MemoryService,
     QuarantinePage,
     ReplayReport,
     SearchHit,
     SearchResult,
     WriteResult,
 )
+from governed_memory.service import MemoryService
 
 __all__ = [
     "ApiKey",

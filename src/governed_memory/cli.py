@@ -218,11 +218,9 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    from governed_memory.maintenance import rebuild_projection
-
     with _opened_service(args) as service:
         if not args.verify:
-            print(f"rebuilt {rebuild_projection(service)} item(s) from the log", file=out)
+            print(f"rebuilt {service.maintenance.rebuild()} item(s) from the log", file=out)
             return 0
         report = service.verify_replay()
     for difference in report.differences:
@@ -240,10 +238,8 @@ def cmd_expire(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    from governed_memory.maintenance import export_log
-
     with _opened_service(args) as service:
-        records = export_log(service)
+        records = service.maintenance.export()
         if args.output == "-":
             count = _write_lines(records, out)
         else:
@@ -262,14 +258,12 @@ def _write_lines(records: Iterator[dict[str, Any]], handle: TextIO) -> int:
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
-    from governed_memory.maintenance import import_log
-
     with _opened_service(args) as service:
         if args.file == "-":
-            report = import_log(service, sys.stdin)
+            report = service.maintenance.import_log(sys.stdin)
         else:
             with Path(args.file).open(encoding="utf-8") as handle:
-                report = import_log(service, handle)
+                report = service.maintenance.import_log(handle)
     print(
         f"imported {report.events} event(s), {report.subject_keys} subject key(s); "
         f"rebuilt {report.items} item(s)",

@@ -30,7 +30,6 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.maintenance import export_log, import_log
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
@@ -389,10 +388,10 @@ def test_an_export_from_sqlite_imports_into_postgres_identically(
     sqlite_store = SQLiteStore(tmp_path / "gmem.sqlite3")
     source = MemoryService(sqlite_store, keyring, clock=clock)
     build_history(source, clock)
-    lines = [json.dumps(record) for record in export_log(source)]
+    lines = [json.dumps(record) for record in source.maintenance.export()]
 
     target = MemoryService(open_store(), keyring, clock=clock)
-    report = import_log(target, lines)
+    report = target.maintenance.import_log(lines)
 
     try:
         assert report.events == source.store.head() == target.store.head()
@@ -407,7 +406,7 @@ def test_an_export_from_sqlite_imports_into_postgres_identically(
         assert hits == [h.item.id for h in source.search(WRITER, query("email")).items]
         assert hits  # the imported postings answer searches
         with pytest.raises(ValidationError):
-            import_log(target, lines)  # only into an empty log
+            target.maintenance.import_log(lines)  # only into an empty log
     finally:
         sqlite_store.close()
 

@@ -15,7 +15,7 @@ from governed_memory.client._config import Config
 from governed_memory.client._retry import RETRYABLE, RetryPolicy, unreachable
 from governed_memory.core.model import MemoryItem
 from governed_memory.core.values import Kind, Provenance, Trust
-from governed_memory.service import (
+from governed_memory.results import (
     AuditEvent,
     ForgetResult,
     QuarantinePage,

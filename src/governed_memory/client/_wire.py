@@ -37,7 +37,7 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.service import (
+from governed_memory.results import (
     AuditEvent,
     ForgetResult,
     QuarantinePage,

@@ -36,7 +36,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.mcp_server import render
-from governed_memory.service import WriteResult
+from governed_memory.results import WriteResult
 from governed_memory.tokens import Tokenizer
 
 log = logging.getLogger("governed_memory.mcp")
