@@ -148,25 +148,7 @@ def event_from_row(row: EventRow) -> Event:
             raise CodecError(f"{row.type} without memory id or version")
         common |= {"memory_id": row.memory_id, "version": row.version}
         if cls is MemoryWritten:
-            content = _unb64(payload["content"])
-            if content is None:
-                raise CodecError("memory.written without content")
-            return MemoryWritten(
-                agent_id=payload["agent_id"],
-                subject_id=payload["subject_id"],
-                purpose=payload["purpose"],
-                kind=Kind(payload["kind"]),
-                content=content,
-                content_hash=payload["content_hash"],
-                provenance=Provenance(**payload["provenance"]),
-                trust=Trust(payload["trust"]),
-                confidence=float(payload["confidence"]),
-                expires_at=from_micros(payload["expires_at"]),
-                supersedes_id=payload["supersedes_id"],
-                status=Status(payload["status"]),
-                tokens=int(payload["tokens"]),
-                **common,
-            )
+            return _written_from(payload, common)
         if cls is MemoryRejected:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
@@ -178,6 +160,29 @@ def event_from_row(row: EventRow) -> Event:
         raise
     except (KeyError, TypeError, ValueError) as error:
         raise CodecError(f"malformed {row.type} event: {type(error).__name__}") from None
+
+
+def _written_from(payload: Mapping[str, Any], common: dict[str, Any]) -> MemoryWritten:
+    """A ``memory.written`` event from its payload and the columns every event has."""
+    content = _unb64(payload["content"])
+    if content is None:
+        raise CodecError("memory.written without content")
+    return MemoryWritten(
+        agent_id=payload["agent_id"],
+        subject_id=payload["subject_id"],
+        purpose=payload["purpose"],
+        kind=Kind(payload["kind"]),
+        content=content,
+        content_hash=payload["content_hash"],
+        provenance=Provenance(**payload["provenance"]),
+        trust=Trust(payload["trust"]),
+        confidence=float(payload["confidence"]),
+        expires_at=from_micros(payload["expires_at"]),
+        supersedes_id=payload["supersedes_id"],
+        status=Status(payload["status"]),
+        tokens=int(payload["tokens"]),
+        **common,
+    )
 
 
 def stored_event_from_row(row: tuple[Any, ...]) -> StoredEvent:

@@ -124,12 +124,7 @@ def idf(documents: int, frequency: int) -> float:
 
 def recency(updated_at: datetime, now: datetime) -> float:
     """1 for an item changed now, 1/2 after one half-life, tending to 0 with age."""
-    return _freshness(age_in_days(updated_at, now))
-
-
-def age_in_days(updated_at: datetime, now: datetime) -> float:
-    """How long ago ``updated_at`` was, in days (never negative)."""
-    return max((now - updated_at).total_seconds(), 0.0) / 86_400
+    return _freshness(max((now - updated_at).total_seconds(), 0.0) / 86_400)
 
 
 def _freshness(age_days: float) -> float:
@@ -199,7 +194,8 @@ def rank(
     average = stats.average_length
     ranked = []
     for c in candidates:
-        confidence, fresh = static_parts(c.confidence, age_in_days(c.updated_at, now))
+        age_days = max((now - c.updated_at).total_seconds(), 0.0) / 86_400
+        confidence, fresh = static_parts(c.confidence, age_days)
         parts = {
             "lexical": lexical_part(weights, c.term_frequencies, c.length, average),
             "confidence": confidence,
