@@ -24,7 +24,6 @@ from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock, body, principal, query
-from tests.support.threads import held_elsewhere
 
 WRITER = principal()
 
@@ -312,11 +311,3 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
         assert store.api_key("k1", wait=False) is None
     finally:
         store.close()
-
-
-def test_the_memory_store_refuses_a_read_that_must_not_wait_while_a_writer_holds_it() -> None:
-    """The in-memory store's lock is held by writers; a no-wait read does not queue."""
-    store = MemoryStore()
-    with held_elsewhere(store._lock), pytest.raises(ReadWouldWait):
-        store.api_key("k1", wait=False)
-    assert store.api_key("k1", wait=False) is None

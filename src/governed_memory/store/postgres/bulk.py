@@ -13,6 +13,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import ItemChange
+from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.batch import event_params
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
@@ -25,15 +26,8 @@ def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> 
     """Append ``events`` with their own positions, each above the log's head, atomically."""
     with database.write_transaction() as conn:
         row = conn.execute(sql.HEAD).fetchone()
-        head = int(row[0]) if row else 0
-        params = []
-        for stored in events:
-            if stored.position <= head:
-                raise ValueError(
-                    f"event position {stored.position} is not above the log head {head}"
-                )
-            head = stored.position
-            params.append({"position": stored.position} | event_params(stored.event))
+        require_ascending(events, int(row[0]) if row else 0)
+        params = [{"position": s.position} | event_params(s.event) for s in events]
         with conn.cursor() as cursor:
             cursor.executemany(sql.IMPORT_EVENT, params)
 

@@ -17,6 +17,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import ItemChange
+from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 
@@ -27,12 +28,8 @@ def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> No
     """Append ``events`` with their own positions, each above the log's head, atomically."""
     with database.write_transaction() as conn:
         (head,) = conn.execute(sql.HEAD).fetchone()
+        require_ascending(events, head)
         for stored in events:
-            if stored.position <= head:
-                raise ValueError(
-                    f"event position {stored.position} is not above the log head {head}"
-                )
-            head = stored.position
             conn.execute(
                 sql.IMPORT_EVENT, (stored.position, *event_values(event_row(stored.event)))
             )
