@@ -1,8 +1,8 @@
 """The SQL of the SQLite store: every value travels as a ``?`` parameter.
 
-The reads here satisfy :class:`governed_memory.store.sql_reads.Dialect`; the writes are
-those of :mod:`.batch`, :mod:`.bulk` and the search's reads those of :mod:`.search` and
-:mod:`.top_k`. PostgreSQL's counterpart is ``store/postgres/sql.py``.
+The reads here satisfy :class:`governed_memory.store.sql_reads.Dialect`; the rest are the
+statements of :mod:`.batch`, :mod:`.search`, :mod:`.top_k` and :mod:`.bulk`.
+PostgreSQL's counterpart is ``store/postgres/sql.py``.
 """
 
 from __future__ import annotations
