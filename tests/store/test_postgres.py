@@ -36,9 +36,11 @@ from governed_memory.records import (
     SearchRequest,
 )
 from governed_memory.service import MemoryService
-from governed_memory.store import postgres
 from governed_memory.store.memory import MemoryStore
+from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import PostgresStore
+from governed_memory.store.postgres.database import translate
+from governed_memory.store.postgres.search import candidate_query
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
@@ -155,7 +157,7 @@ def test_two_instances_starting_at_once_apply_the_migrations_once(
     stores = race(4, lambda _: open_store())
     assert all(isinstance(s, PostgresStore) for s in stores), stores
     versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
-    assert sorted(versions) == [number for number, _ in postgres.migrations()]
+    assert sorted(versions) == [number for number, _ in scripts("postgres")]
     assert stores[0].migrate() == []
 
 
@@ -215,7 +217,7 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         request = SearchRequest(
             "acme", "support-bot", "support", [1, 2], datetime.now(UTC), subject, want=10
         )
-        candidates = plan(*store.candidate_query(1, request, statistics))
+        candidates = plan(*candidate_query(1, request, statistics))
         assert "postings_pkey" in candidates
         assert "Seq Scan" not in candidates
 
@@ -332,7 +334,7 @@ def test_a_stale_version_is_refused_by_the_guard_with_the_current_version(
 
 def test_a_translated_error_never_carries_the_driver_message() -> None:
     """Only the class name of a driver error reaches the domain error."""
-    error = postgres._translate(psycopg.OperationalError("password=hunter2 host=db"))
+    error = translate(psycopg.OperationalError("password=hunter2 host=db"))
     assert isinstance(error, StoreUnavailable)
     assert "hunter2" not in str(error)
     assert "OperationalError" in str(error)

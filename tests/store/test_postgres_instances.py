@@ -30,23 +30,9 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import postgres_dsn
+from tests.support.fakes import body as write_body
 
 GMEM = str(Path(sys.executable).parent / "gmem")
-
-
-def write_body(**overrides: Any) -> dict[str, Any]:
-    """A valid write body: a trusted fact about customer-1 for support-bot."""
-    return {
-        "agent_id": "support-bot",
-        "subject_id": "customer-1",
-        "purpose": "support",
-        "kind": "fact",
-        "content": "The customer prefers email over phone calls.",
-        "provenance": {"source": "crm", "ref": "ticket-1"},
-        "trust": "trusted",
-        "confidence": 0.9,
-        "expected_version": 0,
-    } | overrides
 
 
 class Deployment:
