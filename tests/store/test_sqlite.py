@@ -20,10 +20,10 @@ from governed_memory.records import (
     ItemChange,
 )
 from governed_memory.service import MemoryService
+from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore, _Pending
+from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock, body, principal, query
-from tests.support.threads import held_elsewhere
 
 WRITER = principal()
 
@@ -48,7 +48,7 @@ def embedded(data_dir: Path) -> Iterator[MemoryService]:
 def test_the_store_opens_with_wal_durable_commits_and_secure_delete(data_dir: Path) -> None:
     """WAL, synchronous=FULL by default, and secure_delete are set on every connection."""
     store = SQLiteStore.in_directory(data_dir)
-    conn = store._reader()
+    conn = store.database.reader()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
@@ -58,7 +58,7 @@ def test_the_store_opens_with_wal_durable_commits_and_secure_delete(data_dir: Pa
 def test_normal_synchronous_is_an_explicit_choice(data_dir: Path) -> None:
     """The durability trade-off is configurable, never silent."""
     store = SQLiteStore.in_directory(data_dir, synchronous="NORMAL")
-    assert store._reader().execute("PRAGMA synchronous").fetchone()[0] == 1
+    assert store.database.reader().execute("PRAGMA synchronous").fetchone()[0] == 1
     store.close()
 
 
@@ -150,7 +150,7 @@ def _traced_search(service: MemoryService, tenant: str, **search: object) -> lis
     store = service.store
     assert isinstance(store, SQLiteStore)
     statements: list[str] = []
-    conn = store._reader()
+    conn = store.database.reader()
     conn.set_trace_callback(statements.append)
     try:
         service.search(principal(tenant), query("email note tenant", **search))
@@ -170,7 +170,7 @@ def test_a_scoped_search_uses_indexes_and_never_scans_a_table(
     _fill(service, tenants=30, per_tenant=40)
     store = service.store
     assert isinstance(store, SQLiteStore)
-    store._writer.execute("ANALYZE")
+    store.database.writer.execute("ANALYZE")
 
     statements = _traced_search(service, "tenant-7", **search)
 
@@ -195,7 +195,7 @@ def _search_steps(service: MemoryService) -> int:
         steps += 1
         return 0
 
-    conn = store._reader()
+    conn = store.database.reader()
     conn.set_progress_handler(count, 1)
     try:
         found = service.search(principal("tenant-0"), query("email note tenant", limit=100))
@@ -232,14 +232,14 @@ def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
     # The first batch creates scope (acme, bot-x, support), then fails on a stale version.
     stale = dataclasses.replace(x1, id=anchor.id)
     doomed = Batch("acme", [], [ItemChange(x1, 0, index), ItemChange(stale, 7, None)])
-    group = [_Pending(doomed), _Pending(Batch("acme", [], [ItemChange(y1, 0, index)]))]
+    group = [Pending(doomed), Pending(Batch("acme", [], [ItemChange(y1, 0, index)]))]
 
-    store._commit_group(group)
+    store._batches.commit_group(group)
     store.commit(Batch("acme", [], [ItemChange(x1, 0, index)]))
 
     assert isinstance(group[0].error, VersionConflict)
     assert group[1].error is None
-    scopes = store._query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
+    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
     assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
     store.close()
 
@@ -273,9 +273,9 @@ def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
     assert key is not None
     with store.snapshot():
         embedded.forget_subject(WRITER, "customer-1")  # returns at once
-    assert store._checkpoint_due
+    assert store.database.checkpoint_due
     embedded.write(WRITER, body(id="m2", subject_id="customer-2"))
-    assert not store._checkpoint_due
+    assert not store.database.checkpoint_due
     for name, data in files_of(data_dir).items():
         assert key.wrapped not in data, name
 
@@ -289,7 +289,7 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
     store = SQLiteStore(tmp_path / "gmem.sqlite3", busy_timeout_ms=5_000)
     try:
         assert store.api_key("k1", wait=False) is None  # free: answered at once
-        reader = store._reader()
+        reader = store.database.reader()
         timeouts: list[int] = []
 
         class BusyReader:
@@ -303,7 +303,7 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
                 busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
                 raise busy
 
-        monkeypatch.setattr(store, "_reader", BusyReader)
+        monkeypatch.setattr(store.database, "reader", BusyReader)
         with pytest.raises(ReadWouldWait):
             store.api_key("k1", wait=False)
         assert timeouts == [0, 5_000]  # never slept on it, and restored for other reads
@@ -311,11 +311,3 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
         assert store.api_key("k1", wait=False) is None
     finally:
         store.close()
-
-
-def test_the_memory_store_refuses_a_read_that_must_not_wait_while_a_writer_holds_it() -> None:
-    """The in-memory store's lock is held by writers; a no-wait read does not queue."""
-    store = MemoryStore()
-    with held_elsewhere(store._lock), pytest.raises(ReadWouldWait):
-        store.api_key("k1", wait=False)
-    assert store.api_key("k1", wait=False) is None

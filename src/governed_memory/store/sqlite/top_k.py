@@ -8,54 +8,46 @@ a second. Instead each round asks SQLite for the ``M`` best postings of each que
 union exactly in Python, and stops when the ``want``-th best score beats the bound on any
 item not yet seen (:func:`governed_memory.core.retrieval.unseen_bound`); otherwise ``M``
 grows. Small scopes and subject-filtered searches read their few matches directly.
+
+Whether a scope is small is decided once, by :mod:`.search`, which then calls
+:meth:`ScopedSearch.small` or :meth:`ScopedSearch.large`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from governed_memory.core.retrieval import (
     CONFIDENCE_WEIGHT,
     K1,
-    RECENCY_HALF_LIFE_DAYS,
+    MICROS_PER_DAY,
+    RECENCY_HALF_LIFE_MICROS,
     RECENCY_WEIGHT,
     STATIC_MAX,
     B,
     Candidate,
     ScopeStatistics,
     idf,
+    lexical_part,
+    static_parts,
     term_upper_bound,
     unseen_bound,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.records import (
-    SearchMatches,
-    SearchRequest,
-)
+from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.database import SQLiteDatabase
 
-Query = Callable[[str, Sequence[Any]], list[Any]]
 #: A posting as read: term, item, tf, length, confidence, updated_at, expires_at, kind.
 Posting = tuple[int, int, int, int, float, int, int, str]
 
 CHUNK = 500
 FIRST_ROUND = 32
-#: Up to this many postings of the query terms, a scope is read whole (one statement).
-SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
-_HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * 86_400 * 1_000_000
 #: Scores computed here and by the core may differ in the last bits; contenders are
 #: taken within this margin of the cut so rounding never drops one.
 _MARGIN = 1e-6
-
-# One term's eligible postings, best first by term part + static part (confidence and
-# recency), both computed with the core's formulas; the static part is returned too.
-_STATIC = "(? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?))"
-_TOP = (
-    f"SELECT item, {_STATIC} AS static, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
-    f" + {_STATIC} AS value"
-    " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
-)
 
 
 def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
@@ -64,35 +56,41 @@ def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
 
 
 class ScopedSearch:
-    """One search against one scope, with the store's read function."""
+    """One search against one scope, reading through the store's database."""
 
-    def __init__(self, query: Query, request: SearchRequest, scope: int) -> None:
-        self.query = query
+    def __init__(self, database: SQLiteDatabase, request: SearchRequest, scope: int) -> None:
+        self.db = database
         self.request = request
         self.scope = scope
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
-    def run(self, statistics: ScopeStatistics, postings: Sequence[Posting] = ()) -> SearchMatches:
-        """The candidates of the search. ``postings`` are every posting of the query terms
-        when the caller has read them all already (a small scope, see
-        :func:`few_postings`): then nothing more is read from the postings."""
-        terms = [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
+    def small(self, statistics: ScopeStatistics, postings: Sequence[Posting]) -> SearchMatches:
+        """The candidates of a small scope, from ``postings``: every posting of the query
+        terms, already read; nothing more is read from the postings."""
+        if not self._matching_terms(statistics):
+            return SearchMatches(statistics, [])
+        return self._from_postings(statistics, postings)
+
+    def large(self, statistics: ScopeStatistics) -> SearchMatches:
+        """The candidates of a scope too large to read whole: a subject's items, every
+        match when the caller wants them all, else the top ``want`` by the threshold
+        algorithm."""
+        terms = self._matching_terms(statistics)
         if not terms:
             return SearchMatches(statistics, [])
-        if postings:
-            return self._from_postings(statistics, postings)
         if self.request.subject_id is not None:
             self._collect(self._subject_items())
             return SearchMatches(statistics, self._candidates())
         want = self.request.want
-        if (
-            want is None
-            or sum(statistics.document_frequency[t] for t in terms) <= SMALL_SCOPE_POSTINGS
-        ):
+        if want is None:
             self._collect(self._all_items(terms))
             return SearchMatches(statistics, self._candidates())
         return self._top(statistics, terms, want)
+
+    def _matching_terms(self, statistics: ScopeStatistics) -> list[int]:
+        """The distinct query terms that occur in the scope."""
+        return [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
 
     def _top(self, statistics: ScopeStatistics, terms: list[int], want: int) -> SearchMatches:
         """Threshold algorithm over the essential terms, scoring in bounds, not in full.
@@ -186,11 +184,11 @@ class ScopedSearch:
         average = statistics.average_length
         scores = {}
         for item, tfs in frequencies.items():
-            norm = K1 * (1.0 - B + B * lengths[item] / average)
-            lexical = sum(weights[t] * tf * (K1 + 1.0) / (tf + norm) for t, tf in tfs.items())
             confidence, updated_at = statics[item]
-            age = max(0, self.now - updated_at) / _HALF_LIFE_MICROS
-            scores[item] = lexical + CONFIDENCE_WEIGHT * confidence + RECENCY_WEIGHT / (1.0 + age)
+            age_days = max(0, self.now - updated_at) / MICROS_PER_DAY
+            scores[item] = lexical_part(weights, tfs, lengths[item], average) + sum(
+                static_parts(confidence, age_days)
+            )
         return scores
 
     @staticmethod
@@ -222,12 +220,12 @@ class ScopedSearch:
         """
         lasts: dict[int, float] = {}
         seen: dict[int, tuple[float, dict[int, float]]] = {}
-        static_params = (CONFIDENCE_WEIGHT, RECENCY_WEIGHT, self.now, _HALF_LIFE_MICROS)
+        static_params = (CONFIDENCE_WEIGHT, RECENCY_WEIGHT, self.now, RECENCY_HALF_LIFE_MICROS)
         kinds = sorted(kind.value for kind in self.request.kinds) if self.request.kinds else []
-        sql = _TOP
+        statement = sql.TOP_POSTINGS
         if kinds:
-            sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
-        sql += " ORDER BY value DESC LIMIT ?"
+            statement += f" AND kind IN ({sql.marks(len(kinds))})"
+        statement += " ORDER BY value DESC LIMIT ?"
         for term in terms:
             params = (
                 *static_params,
@@ -244,7 +242,7 @@ class ScopedSearch:
                 *kinds,
                 size,
             )
-            rows = self.query(sql, params)
+            rows = self.db.query(statement, params)
             for item, static, value in rows:
                 entry = seen.get(item)
                 if entry is None:
@@ -255,24 +253,15 @@ class ScopedSearch:
         return lasts, seen
 
     def _subject_items(self) -> list[int]:
-        rows = self.query(
-            "SELECT rowid FROM memories WHERE tenant_id = ? AND subject_id = ? "
-            "AND agent_id = ? AND purpose = ? AND status = 'active'",
-            (
-                self.request.tenant_id,
-                self.request.subject_id,
-                self.request.agent_id,
-                self.request.purpose,
-            ),
+        request = self.request
+        rows = self.db.query(
+            sql.SUBJECT_ROWIDS,
+            (request.tenant_id, request.subject_id, request.agent_id, request.purpose),
         )
         return [row[0] for row in rows]
 
     def _all_items(self, terms: list[int]) -> list[int]:
-        marks = ", ".join("?" for _ in terms)
-        rows = self.query(
-            f"SELECT DISTINCT item FROM postings WHERE scope = ? AND term IN ({marks})",
-            (self.scope, *terms),
-        )
+        rows = self.db.query(sql.items_of_terms(len(terms)), (self.scope, *terms))
         return [row[0] for row in rows]
 
     def _collect(
@@ -283,49 +272,12 @@ class ScopedSearch:
         """Materialize not-yet-known items: hard filters, then their term frequencies
         (read from the postings unless ``known`` holds them with the items' lengths)."""
         new = sorted({item for item in items if item not in self.known})
-        if not new:
-            return
-        request = self.request
-        terms = list(dict.fromkeys(request.terms))
-        term_marks = ", ".join("?" for _ in terms)
-        kinds = sorted(kind.value for kind in request.kinds) if request.kinds else []
         for chunk in _chunks(new):
-            marks = ", ".join("?" for _ in chunk)
-            sql = (
-                "SELECT rowid, id, confidence, updated_at, tokens FROM memories "
-                # The unary + keeps the planner on rowid lookups: the scope's items are
-                # known, and a tenant-wide index would read every item of the tenant.
-                f"WHERE rowid IN ({marks}) AND +tenant_id = ? AND +agent_id = ? "
-                "AND +purpose = ? AND +status = 'active' AND +expires_at > ?"
-            )
-            params: list[Any] = [
-                *chunk,
-                request.tenant_id,
-                request.agent_id,
-                request.purpose,
-                self.now,
-            ]
-            if request.subject_id is not None:
-                sql += " AND +subject_id = ?"
-                params.append(request.subject_id)
-            if kinds:
-                sql += f" AND +kind IN ({', '.join('?' for _ in kinds)})"
-                params += kinds
-            eligible = {row[0]: row for row in self.query(sql, params)}
-            frequencies: dict[int, dict[int, int]] = {}
-            lengths: dict[int, int] = {}
+            eligible = self._eligible(chunk)
             if known is not None:
                 frequencies, lengths = known
-            elif eligible:
-                keys = sorted(eligible)
-                item_marks = ", ".join("?" for _ in keys)
-                for item, term, tf, length in self.query(
-                    "SELECT item, term, tf, length FROM postings WHERE scope = ? "
-                    f"AND term IN ({term_marks}) AND item IN ({item_marks})",
-                    (self.scope, *terms, *keys),
-                ):
-                    frequencies.setdefault(item, {})[term] = tf
-                    lengths[item] = length
+            else:
+                frequencies, lengths = self._frequencies(sorted(eligible))
             for item in chunk:
                 row = eligible.get(item)
                 if row is None or item not in frequencies:
@@ -341,31 +293,44 @@ class ScopedSearch:
                     tokens,
                 )
 
+    def _eligible(self, items: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """The rows of those ``items`` that pass every hard filter, by rowid."""
+        request = self.request
+        statement = sql.eligible_items(len(items))
+        params: list[Any] = [
+            *items,
+            request.tenant_id,
+            request.agent_id,
+            request.purpose,
+            self.now,
+        ]
+        if request.subject_id is not None:
+            statement += " AND +subject_id = ?"
+            params.append(request.subject_id)
+        if request.kinds:
+            kinds = sorted(kind.value for kind in request.kinds)
+            statement += f" AND +kind IN ({sql.marks(len(kinds))})"
+            params += kinds
+        return {row[0]: row for row in self.db.query(statement, params)}
+
+    def _frequencies(
+        self, items: Sequence[int]
+    ) -> tuple[dict[int, dict[int, int]], dict[int, int]]:
+        """The query terms' frequencies in each of ``items``, and the items' lengths."""
+        frequencies: dict[int, dict[int, int]] = {}
+        lengths: dict[int, int] = {}
+        if not items:
+            return frequencies, lengths
+        terms = list(dict.fromkeys(self.request.terms))
+        for item, term, tf, length in self.db.query(
+            sql.term_frequencies(len(terms), len(items)), (self.scope, *terms, *items)
+        ):
+            frequencies.setdefault(item, {})[term] = tf
+            lengths[item] = length
+        return frequencies, lengths
+
     def _candidates(self) -> list[Candidate]:
         return [c for c in self.known.values() if c is not None]
 
 
-def few_postings(query: Query, scope: int, terms: Sequence[int]) -> list[Posting] | None:
-    """Every posting of ``terms`` in the scope, in one read, when there are at most
-    ``SMALL_SCOPE_POSTINGS`` of them (most scopes); else ``None``.
-
-    A small scope is answered from these rows alone: their count per term is the
-    document frequency (expired items still count, as in :func:`document_frequency`),
-    and their items are the candidates.
-    """
-    marks = ", ".join("?" for _ in terms)
-    rows = query(
-        "SELECT term, item, tf, length, confidence, updated_at, expires_at, kind "
-        f"FROM postings WHERE scope = ? AND term IN ({marks}) LIMIT ?",
-        (scope, *terms, SMALL_SCOPE_POSTINGS + 1),
-    )
-    return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
-
-
-def document_frequency(query: Query, scope: int, term: int) -> int:
-    """How many searchable items of the scope contain the term (an index-only count)."""
-    (count,) = query("SELECT count(*) FROM postings WHERE scope = ? AND term = ?", (scope, term))[0]
-    return int(count)
-
-
-__all__ = ["SMALL_SCOPE_POSTINGS", "ScopedSearch", "document_frequency", "few_postings"]
+__all__ = ["FIRST_ROUND", "Posting", "ScopedSearch"]

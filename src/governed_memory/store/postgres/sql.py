@@ -1,56 +1,83 @@
-"""The SQL of the PostgreSQL store's hot paths: every value travels as a parameter.
+"""The SQL of the PostgreSQL store: every value travels as a parameter.
 
 psycopg prepares each of these on a connection after a few executions, so the server
-plans them once per connection rather than once per write.
+plans them once per connection rather than once per write. The reads here satisfy
+:class:`governed_memory.store.sql_reads.Dialect`; SQLite's counterpart is
+``store/sqlite/sql.py``.
 """
 
 from __future__ import annotations
 
-from governed_memory.codec import API_KEY_COLUMNS, ITEM_COLUMNS
+from collections.abc import Sequence
+from typing import Any
+
+from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS
+
+P = "%s"
+EVERY_ROW: int | None = None  # LIMIT NULL reads every row
+
+
+def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column = ANY (%s::text[])``, the values as one array parameter."""
+    return f"{column} = ANY (%s::text[])", [list(values)]
+
 
 COLUMNS = ", ".join(ITEM_COLUMNS)
 ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
 API_KEY_SELECT = f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys"
-EVENT_FIELDS = (
-    "event_id",
-    "type",
-    "tenant_id",
-    "memory_id",
-    "subject_id",
-    "version",
-    "occurred_at",
-    "actor",
-    "idempotency_key",
-    "schema_version",
-    "payload",
-)
-EVENT_COLUMNS = "position, " + ", ".join(EVENT_FIELDS)
-EVENT_VALUES = ", ".join(f"%({name})s" for name in EVENT_FIELDS)
+EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
+EVENT_VALUES = ", ".join(f"%({name})s" for name in EVENT_COLUMNS)
 
 
 # -- reads ----------------------------------------------------------------------------------
 
-GET_ITEM = ITEM_SELECT + " WHERE tenant_id = %(tenant)s AND id = %(id)s"
+GET_ITEM = ITEM_SELECT + " WHERE tenant_id = %s AND id = %s"
+SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s AND subject_id = %s ORDER BY id"
+TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s ORDER BY id"
+DUE_FOR_EXPIRY = (
+    ITEM_SELECT + " WHERE status IN ('active', 'quarantined') AND expires_at <= %s "
+    "ORDER BY expires_at, tenant_id, id LIMIT %s"
+)
+QUARANTINE = ITEM_SELECT + " WHERE tenant_id = %s AND status = 'quarantined'"
 GET_VERSION = "SELECT version FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 GET_KEY_ID = (
     "SELECT key_id FROM subject_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
 )
 GET_SUBJECT_KEY = (
-    "SELECT key_id, wrapped FROM subject_keys "
-    "WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
+    "SELECT key_id, wrapped FROM subject_keys WHERE tenant_id = %s AND subject_id = %s"
+)
+SUBJECT_KEYS_OF = "SELECT subject_id, key_id, wrapped FROM subject_keys WHERE tenant_id = %s"
+SUBJECT_KEYS = (
+    "SELECT tenant_id, subject_id, key_id, wrapped FROM subject_keys "
+    "ORDER BY tenant_id, subject_id LIMIT %s"
 )
 GET_IDEMPOTENCY = (
-    "SELECT fingerprint, result, position FROM idempotency "
-    "WHERE tenant_id = %(tenant)s AND key = %(key)s"
+    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = %s AND key = %s"
 )
-EVENTS_AFTER = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE position > %(after)s "
-    "ORDER BY position LIMIT %(limit)s"
-)
+EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
 TENANT_EVENTS_AFTER = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE tenant_id = %(tenant)s "
-    "AND position > %(after)s ORDER BY position LIMIT %(limit)s"
+    EVENT_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"
 )
+MEMORY_EVENTS = (
+    f"{EVENT_SELECT} WHERE tenant_id = %s AND memory_id = %s "
+    f"UNION ALL {EVENT_SELECT} WHERE tenant_id = %s "
+    "AND subject_id = %s AND type = 'subject.forgotten' ORDER BY position"
+)
+TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
+HEAD = "SELECT coalesce(max(position), 0) FROM events"
+TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = %s"
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+PING = "SELECT 1 FROM schema_migrations LIMIT 1"
+GET_API_KEY = API_KEY_SELECT + " WHERE key_id = %s"
+# API keys are written by one autocommit statement each; RETURNING gives the driver rows.
+INSERT_API_KEY = (
+    f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) "
+    f"VALUES ({', '.join('%s' for _ in API_KEY_COLUMNS)}) RETURNING key_id"
+)
+REVOKE_API_KEY = (
+    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE key_id = %s RETURNING key_id"
+)
+
 # Scope statistics and the document frequency of each query term, in one statement.
 SCOPE_STATISTICS = (
     "SELECT s.id, s.documents, s.total_length, t.term, "
@@ -62,9 +89,10 @@ SCOPE_STATISTICS = (
 # The matches of a search, one row per item with its term frequencies: postings of the
 # query terms in one scope (the primary key's prefix), under every hard filter. With
 # %(want)s set, each match is also scored with the core's formula (BM25 over the scope +
-# confidence + recency, as in retrieval.rank) and only those that can rank in the top
-# %(want)s are kept, near-ties of the last one included; the core ranks the survivors again,
-# exactly, so this score only has to agree up to rounding.
+# confidence + recency: core.retrieval.lexical_part + static_parts, as retrieval.rank sums
+# them) and only those that can rank in the top %(want)s are kept, near-ties of the last
+# one included; the core ranks the survivors again, exactly, so this score only has to
+# agree up to rounding.
 _WEIGHTS = (
     "w AS (SELECT * FROM unnest(%(terms)s::bigint[], %(weights)s::float8[]) AS w (term, weight))"
 )
@@ -126,7 +154,8 @@ SUBJECT_CANDIDATES = (
 # gapless, and a batch rolled back leaves no hole.
 _NEXT_POSITION = "(SELECT coalesce(max(position), 0) + 1 FROM events)"
 INSERT_EVENT = (
-    f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({_NEXT_POSITION}, {EVENT_VALUES}) "
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({_NEXT_POSITION}, {EVENT_VALUES}) "
     "RETURNING position"
 )
 # The first statement of a batch, as the SQLite store checks the key first; the batch's
@@ -196,6 +225,43 @@ DROP_INDEX = (
 )
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
-    "VALUES (%(tenant)s, %(subject)s, %(key_id)s, %(wrapped)s) "
-    "ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
+# After a refused forget (batch._explain): an item of the subject the batch left undeleted.
+SUBJECT_LEFT = (
+    "SELECT 1 FROM memories WHERE tenant_id = %s AND subject_id = %s "
+    "AND status <> 'deleted' AND NOT id = ANY (%s) LIMIT 1"
+)
+IMPORT_EVENT = (
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
+    f"VALUES (%(position)s, {EVENT_VALUES})"
+)
+
+# -- rebuild (see bulk.py) ------------------------------------------------------------------
+
+TENANT_SCOPE_IDS = "SELECT id FROM scopes WHERE tenant_id = %s"
+DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ANY (%s::bigint[])"
+DELETE_SCOPE_DOCUMENTS = "DELETE FROM search_docs WHERE scope = ANY (%s::bigint[])"
+EMPTY_SCOPES = "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s"
+DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = %s"
+NEW_SCOPES = (
+    "INSERT INTO scopes (tenant_id, agent_id, purpose) "
+    "SELECT %s, a, p FROM unnest(%s::text[], %s::text[]) AS k (a, p) "
+    "ON CONFLICT (tenant_id, agent_id, purpose) DO NOTHING"
+)
+TENANT_SCOPES = "SELECT agent_id, purpose, id FROM scopes WHERE tenant_id = %s"
+NEXT_ROWIDS = (
+    "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) FROM generate_series(1, %s)"
+)
+COPY_ITEMS = f"COPY memories (rowid, {COLUMNS}) FROM STDIN"
+COPY_POSTINGS = (
+    "COPY postings (scope, term, item, tf, length, confidence, updated_at, expires_at, "
+    "kind) FROM STDIN"
+)
+COPY_DOCUMENTS = "COPY search_docs (item, scope, length, terms) FROM STDIN"
+SCOPE_TOTALS = (
+    "UPDATE scopes SET documents = agg.documents, total_length = agg.total_length "
+    "FROM (SELECT scope, count(*) AS documents, sum(length) AS total_length "
+    "FROM search_docs WHERE scope = ANY (%s::bigint[]) GROUP BY scope) AS agg "
+    "WHERE scopes.id = agg.scope"
 )

@@ -119,13 +119,13 @@ def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
             },
         )
     statements: list[str] = []
-    read = store._query
+    read = store.database.query
 
     def spy(sql: str, params: object = ()) -> list[object]:
         statements.append(sql)
         return read(sql, params)  # type: ignore[arg-type]
 
-    store._query = spy  # type: ignore[method-assign]
+    store.database.query = spy  # type: ignore[method-assign]
     found = service.search(WRITER, query("shared", limit=3))
     assert [hit.item.id for hit in found.items] == ["m39", "m38", "m37"]
     posting_reads = [sql for sql in statements if "FROM postings" in sql]
@@ -159,7 +159,7 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
                 "expected_version": 0,
             },
         )
-    read = store._query
+    read = store.database.query
     rewritten: list[bool] = []
 
     def rewrite_after_the_postings(sql: str, params: object = ()) -> list[object]:
@@ -183,12 +183,12 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
             )
         return rows
 
-    store._query = rewrite_after_the_postings  # type: ignore[method-assign]
+    store.database.query = rewrite_after_the_postings  # type: ignore[method-assign]
     found = service.search(WRITER, query("shared", limit=1))
     assert rewritten  # the write did land in the middle of the search
     (hit,) = found.items
     assert (hit.item.id, hit.item.version, hit.item.confidence) == ("a", 1, 0.9)
     assert hit.score_parts["confidence"] == 0.9  # ranked on the state it returns
-    store._query = read  # type: ignore[method-assign]
+    store.database.query = read  # type: ignore[method-assign]
     (after,) = service.search(WRITER, query("shared", limit=1)).items
     assert after.item.id == "b"  # the next search sees the rewrite

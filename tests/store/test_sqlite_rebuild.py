@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from governed_memory.bootstrap import open_service
-from governed_memory.maintenance import rebuild_projection
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
 
 
@@ -25,7 +24,7 @@ def test_a_rebuilt_projection_answers_exactly_as_before(tmp_path: Path) -> None:
     before = [service.search(writer, s).to_dict() for s in searches]
     items_before = sorted(service.store.tenant_items("acme"), key=lambda i: i.id)
 
-    assert rebuild_projection(service) == 63
+    assert service.maintenance.rebuild() == 63
 
     assert [service.search(writer, s).to_dict() for s in searches] == before
     assert sorted(service.store.tenant_items("acme"), key=lambda i: i.id) == items_before
@@ -41,18 +40,17 @@ def test_a_bad_export_line_imports_nothing(tmp_path: Path) -> None:
     import pytest
 
     from governed_memory.errors import ValidationError
-    from governed_memory.maintenance import export_log, import_log
 
     master = __import__("base64").b64encode(random_bytes.token_bytes(32)).decode()
     source = open_service(data_dir=tmp_path / "a", master_key=master, clock=FakeClock())
     for n in range(5):
         source.write(principal(), body(id=f"m{n}"))
-    lines = [json.dumps(record) for record in export_log(source)]
+    lines = [json.dumps(record) for record in source.maintenance.export()]
     target = open_service(data_dir=tmp_path / "b", master_key=master, clock=FakeClock())
     with pytest.raises(ValidationError, match="line 5"):
-        import_log(target, [*lines[:4], "{not json", *lines[4:]])
+        target.maintenance.import_log([*lines[:4], "{not json", *lines[4:]])
     assert target.store.head() == 0
     assert next(target.store.subject_keys(limit=1), None) is None
-    report = import_log(target, lines)
+    report = target.maintenance.import_log(lines)
     assert (report.events, report.items) == (5, 5)
     assert target.verify_replay().ok
