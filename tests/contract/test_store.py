@@ -8,6 +8,7 @@ of ``tests/contract`` reaches the stores through the service.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -295,3 +296,32 @@ def test_adding_a_subject_key_twice_keeps_the_first(store: Store) -> None:
 
     assert store.add_subject_key(key(key_id=b"k2")) == first
     assert store.subject_key(TENANT, "customer-1") == first
+
+
+def test_store_facts_are_absent_until_claimed_and_the_first_claim_wins(store: Store) -> None:
+    """A named fact reads as absent, then as its first claim; a second claim gets the first."""
+    assert store.meta("master_key_check") is None
+    assert store.claim_meta("master_key_check", "first") == "first"
+    assert store.claim_meta("master_key_check", "second") == "first"
+    assert store.meta("master_key_check") == "first"
+
+
+def test_concurrent_claims_of_one_fact_all_get_the_same_value(store: Store) -> None:
+    """Sixteen claims racing for one name: every claimant is told the one value stored."""
+    barrier = threading.Barrier(16)
+
+    def claim(value: str) -> str:
+        barrier.wait()
+        return store.claim_meta("analyzer", value)
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = set(pool.map(claim, [f"v{i}" for i in range(16)]))
+    assert len(answers) == 1
+    assert store.meta("analyzer") in answers
+
+
+def test_a_replaced_fact_reads_as_its_new_value(store: Store) -> None:
+    """Replacing a fact (a re-index records its new analyzer) overwrites the stored value."""
+    store.claim_meta("analyzer", "english/1")
+    store.replace_meta("analyzer", "german/1")
+    assert store.meta("analyzer") == "german/1"

@@ -52,6 +52,9 @@ class Dialect(Protocol):
     GET_API_KEY: str
     INSERT_API_KEY: str
     REVOKE_API_KEY: str
+    GET_META: str
+    CLAIM_META: str
+    REPLACE_META: str
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` matches one of ``values``: the condition and its parameters."""
@@ -191,6 +194,21 @@ class SQLReads:
         """The highest migration applied."""
         (version,) = self._db.query(self._sql.SCHEMA_VERSION)[0]
         return int(version)
+
+    # -- facts about the store ------------------------------------------------------------
+
+    def meta(self, name: str) -> str | None:
+        rows = self._db.query(self._sql.GET_META, (name,))
+        return str(rows[0][0]) if rows else None
+
+    def claim_meta(self, name: str, value: str) -> str:
+        self._db.write(self._sql.CLAIM_META, (name, value))
+        stored = self.meta(name)
+        assert stored is not None  # claimed now, or by whoever was first
+        return stored
+
+    def replace_meta(self, name: str, value: str) -> None:
+        self._db.write(self._sql.REPLACE_META, (name, value))
 
     # -- API keys -------------------------------------------------------------------------
 

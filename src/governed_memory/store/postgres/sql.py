@@ -74,6 +74,15 @@ INSERT_API_KEY = (
     f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) "
     f"VALUES ({', '.join('%s' for _ in API_KEY_COLUMNS)}) RETURNING key_id"
 )
+GET_META = "SELECT value FROM store_meta WHERE name = %s"
+CLAIM_META = (
+    "INSERT INTO store_meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING "
+    "RETURNING value"
+)
+REPLACE_META = (
+    "INSERT INTO store_meta (name, value) VALUES (%s, %s) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value RETURNING value"
+)
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE key_id = %s RETURNING key_id"
 )

@@ -73,6 +73,12 @@ GET_API_KEY = API_KEY_SELECT + " WHERE key_id = ?"
 INSERT_API_KEY = (
     f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) VALUES ({marks(len(API_KEY_COLUMNS))})"
 )
+GET_META = "SELECT value FROM store_meta WHERE name = ?"
+CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+REPLACE_META = (
+    "INSERT INTO store_meta (name, value) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ? RETURNING key_id"
 )
