@@ -48,6 +48,9 @@ LAYERS: dict[str, Layer] = {
     "ports": layer(FOUNDATION),
     "codec": layer(FOUNDATION),
     "tokens": layer(FOUNDATION, "bpe_openai"),
+    # The text analyzer (issue 12): pure text in, terms out. Whoever indexes or queries
+    # with it adds "analysis" to that layer's row.
+    "analysis": layer("", "Stemmer"),
     "apikeys": layer(FOUNDATION),
     "results": layer(FOUNDATION),
     "crypto": layer("errors records", "cryptography"),
