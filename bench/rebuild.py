@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from governed_memory.bootstrap import open_service
 from governed_memory.core.events import StoredEvent
-from governed_memory.factory import open_service
 from governed_memory.records import ItemChange
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory.bootstrap import open_service
 from governed_memory.crypto import Keyring
 from governed_memory.errors import ReadWouldWait, VersionConflict
-from governed_memory.factory import open_service
 from governed_memory.records import (
     Batch,
     ItemChange,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governed_memory.factory import open_service
+from governed_memory.bootstrap import open_service
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
 
 
