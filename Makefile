@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format bench bench-full bench-smoke crash-test clean
+.PHONY: install run test lint format bench bench-full bench-smoke bench-quality crash-test clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
@@ -38,6 +38,13 @@ bench-full: install
 
 bench-smoke: install
 	$(BIN)/python -m bench --preset smoke --no-docs
+
+# Retrieval quality on LoCoMo (SPEC §12): recall@k of the product and of two BM25 baselines
+# in the same run. LOCOMO names the data folder; SEMANTIC=1 adds the hybrid prototype
+# (needs the semantic extra installed in the venv).
+LOCOMO ?= ../shared/data/locomo-dev
+bench-quality: install
+	$(BIN)/python -m bench.quality $(LOCOMO) $(if $(SEMANTIC),--semantic)
 
 # kill -9 of the real `gmem serve` under load, CYCLES times (docs/reliability.md).
 CYCLES ?= 5

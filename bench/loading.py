@@ -23,9 +23,9 @@ from typing import Any
 
 import governed_memory
 from bench.workload import Workload
+from governed_memory.bootstrap import open_service
 from governed_memory.core.model import Principal
 from governed_memory.core.values import Scope, Trust
-from governed_memory.factory import open_service
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
 

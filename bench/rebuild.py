@@ -1,6 +1,6 @@
 """The projection rebuild, timed in a process of its own with a time limit.
 
-``python -m bench.rebuild DATA_DIR`` runs ``maintenance.rebuild_projection`` over the
+``python -m bench.rebuild DATA_DIR`` runs ``service.maintenance.rebuild()`` over the
 store and prints one JSON line per tenant rebuilt (events and items so far, seconds), then
 a final line. The parent stops it after a time limit and takes the rate from the last line
 it printed: a slow rebuild cannot hold the whole benchmark hostage, and each tenant is
@@ -16,9 +16,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from governed_memory.bootstrap import open_service
 from governed_memory.core.events import StoredEvent
-from governed_memory.factory import open_service
-from governed_memory.maintenance import rebuild_projection
 from governed_memory.records import ItemChange
 
 
@@ -43,7 +42,7 @@ def _run(data_dir: str) -> None:
 
     store.tenant_events = counted_events  # type: ignore[method-assign]
     store.rebuild = counted_rebuild  # type: ignore[method-assign, assignment]
-    rebuild_projection(service)
+    service.maintenance.rebuild()
     seconds = time.perf_counter() - start
     print(json.dumps(progress | {"seconds": seconds, "done": True}), flush=True)
     store.close()

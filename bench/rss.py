@@ -21,7 +21,7 @@ from bench.stats import current_rss_mib, peak_rss_mib
 def _service(data_dir: str, stored: int, queries: int) -> dict[str, Any]:
     from bench.inprocess import service_search
     from bench.workload import Workload
-    from governed_memory.factory import open_service
+    from governed_memory.bootstrap import open_service
 
     workload = Workload()
     batch = workload.queries(queries, stored)

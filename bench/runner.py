@@ -24,7 +24,7 @@ from bench.machine import describe
 from bench.naive import NaiveMemory
 from bench.presets import Preset
 from bench.workload import Workload
-from governed_memory.factory import open_service
+from governed_memory.bootstrap import open_service
 from governed_memory.service import MemoryService
 
 MAKE_TARGETS = {"smoke": "make bench-smoke", "quick": "make bench", "full": "make bench-full"}

@@ -1,63 +1,190 @@
-"""Imports follow the architecture: core ← service ← adapters, never the other way."""
+"""Imports follow the architecture: each layer imports only the layers below it.
+
+The table is the one of the restructure plan (issue 11). A module's layer is found from
+its dotted name, the longest listed prefix first; it may import the listed parts of the
+package and, beyond the standard library, only the listed distributions. Imports inside
+functions count (a deferred import is still an arrow); imports under ``if TYPE_CHECKING``
+do not (they never run). A new arrow across a boundary fails here first.
+"""
 
 from __future__ import annotations
 
 import ast
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "governed_memory"
-ADAPTERS = ("governed_memory.http", "governed_memory.cli", "governed_memory.worker")
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "governed_memory"
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every module a file imports (absolute names)."""
+@dataclass(frozen=True)
+class Layer:
+    """What the modules of one layer may import: parts of the package, distributions."""
+
+    package: frozenset[str]
+    third_party: frozenset[str] = frozenset()
+
+
+def layer(package: str = "", third_party: str = "") -> Layer:
+    return Layer(frozenset(package.split()), frozenset(third_party.split()))
+
+
+#: Below the adapters: the pure core, the records and ports, the support modules.
+FOUNDATION = "core errors records tokens"
+#: Everything an adapter of the service may lean on besides the service.
+SHARED = "core errors records results ports apikeys _version"
+
+#: Module name prefix → its layer. ``service`` and ``store`` are read as the target
+#: packages (service/, store/sqlite/, store/postgres/); today's single modules map the same.
+LAYERS: dict[str, Layer] = {
+    "errors": layer("records"),  # the record type only, under TYPE_CHECKING
+    "_version": layer(),
+    "locations": layer("errors"),
+    "core": layer("core errors"),
+    "records": layer(FOUNDATION),
+    "ports": layer(FOUNDATION),
+    "codec": layer(FOUNDATION),
+    "tokens": layer(FOUNDATION, "bpe_openai"),
+    # The text analyzer (issue 12): pure text in, terms out. Whoever indexes or queries
+    # with it adds "analysis" to that layer's row.
+    "analysis": layer("", "Stemmer"),
+    "apikeys": layer(FOUNDATION),
+    "results": layer(FOUNDATION),
+    "crypto": layer("errors records", "cryptography"),
+    "store": layer("core errors records ports codec store", "psycopg psycopg_pool"),
+    # maintenance.py is bound for service/ (service/maintenance.py): one layer already.
+    "service": layer("core errors records ports codec crypto tokens results service maintenance"),
+    "maintenance": layer("core errors records ports codec crypto tokens results service"),
+    "bootstrap": layer("service store crypto config core errors ports locations"),
+    "config": layer("core errors crypto locations", "pydantic pydantic_settings"),
+    "observability": layer("core errors", "prometheus_client"),
+    "worker": layer("service core errors"),
+    "client": layer("client core errors results _version", "httpx anyio"),
+    "mcp_server": layer(
+        "mcp_server client core errors results tokens _version",
+        "mcp mcp_types pydantic anyio uvicorn",
+    ),
+    "http": layer(
+        f"http service bootstrap config observability worker {SHARED}",
+        "fastapi starlette uvicorn pydantic httpx",
+    ),
+    "cli": layer(
+        f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",
+        "httpx",
+    ),
+}
+
+#: Distributions only the HTTP and MCP edges may import (pydantic: also the settings).
+FRAMEWORKS = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "mcp_types"})
+PYDANTIC = frozenset({"pydantic", "pydantic_settings"})
+#: The backends of the store, none of which imports another.
+BACKENDS = frozenset({"memory", "sqlite", "postgres"})
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """Every module a file imports when it runs (absolute names, ``from p import m`` as
+    ``p.m``), leaving out the blocks under ``if TYPE_CHECKING``."""
     tree = ast.parse(path.read_text("utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            if node.module == PACKAGE:
+                found.update(f"{PACKAGE}.{alias.name}" for alias in node.names)
     return found
 
 
-def modules(folder: str) -> list[Path]:
-    return sorted((PACKAGE / folder).rglob("*.py")) if folder else [PACKAGE]
+def part(name: str) -> str:
+    """The first component under the package: ``governed_memory.store.sqlite`` → ``store``."""
+    return name.split(".")[1] if name.count(".") else ""
 
 
-@pytest.mark.parametrize("path", modules("core"), ids=lambda p: p.name)
-def test_the_core_imports_only_the_standard_library(path: Path) -> None:
-    """No framework, driver or crypto library in the core; errors are its only neighbour."""
-    for name in imports_of(path):
+def layer_of(module: str) -> Layer:
+    return LAYERS[part(module)]
+
+
+SOURCES = sorted(SRC.joinpath(PACKAGE).rglob("*.py"))
+MODULES = [path for path in SOURCES if module_name(path) != PACKAGE]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=module_name)
+def test_every_module_imports_only_the_layers_below_it(path: Path) -> None:
+    """Each module imports only what the table of its layer allows, of the package and
+    of third-party distributions."""
+    module = module_name(path)
+    allowed = layer_of(module)
+    for name in runtime_imports(path):
         root = name.split(".")[0]
-        if root == "governed_memory":
-            assert name.startswith(("governed_memory.core", "governed_memory.errors")), name
-        else:
-            assert root in sys.stdlib_module_names or root == "__future__", name
+        if root == PACKAGE:
+            if name != PACKAGE:
+                assert part(name) in allowed.package, f"{module} imports {name}"
+        elif root not in sys.stdlib_module_names and root != "__future__":
+            assert root in allowed.third_party, f"{module} imports {name}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=module_name)
+def test_only_the_http_and_mcp_edges_import_a_web_framework(path: Path) -> None:
+    """FastAPI, Starlette, uvicorn and the MCP SDK appear only under http/ and mcp_server/;
+    pydantic only there and in the settings."""
+    module = module_name(path)
+    roots = {name.split(".")[0] for name in runtime_imports(path)}
+    if part(module) not in {"http", "mcp_server"}:
+        assert not roots & FRAMEWORKS, module
+        if part(module) != "config":
+            assert not roots & PYDANTIC, module
+
+
+@pytest.mark.parametrize("path", MODULES, ids=module_name)
+def test_nothing_imports_the_cli(path: Path) -> None:
+    """The CLI sits on top: no other module imports it."""
+    module = module_name(path)
+    if part(module) != "cli":
+        assert not any(part(name) == "cli" for name in runtime_imports(path)), module
+
+
+def backend(name: str) -> str | None:
+    """The backend a store module belongs to (``store.sqlite_search`` → sqlite), if any."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[1] != "store":
+        return None
+    first = parts[2].split("_")[0]
+    return first if first in BACKENDS else None
 
 
 @pytest.mark.parametrize(
-    "path",
-    [*modules("store"), PACKAGE / "service.py", PACKAGE / "ports.py", PACKAGE / "codec.py"],
-    ids=lambda p: p.name,
+    "path", [p for p in MODULES if part(module_name(p)) == "store"], ids=module_name
 )
-def test_the_service_and_stores_never_import_an_adapter(path: Path) -> None:
-    """Stores and the service know nothing of HTTP, the CLI or the worker."""
-    for name in imports_of(path):
-        assert not name.startswith(ADAPTERS), name
-        assert not name.startswith(("fastapi", "starlette", "uvicorn", "pydantic")), name
+def test_no_store_backend_imports_another(path: Path) -> None:
+    """One room per backend, each standing alone behind the ports; shared modules (group
+    commit, migrations, paging) import no backend."""
+    module = module_name(path)
+    own = backend(module)
+    for name in runtime_imports(path):
+        other = backend(name)
+        assert other is None or other == own, f"{module} imports {name}"
 
 
-@pytest.mark.parametrize("path", modules("store"), ids=lambda p: p.name)
-def test_stores_do_not_import_the_service_or_each_other(path: Path) -> None:
-    """One module per backend, each standing alone behind the port."""
-    own = "governed_memory.store." + path.stem
-    for name in imports_of(path):
-        assert name != "governed_memory.service", name
-        if name.startswith("governed_memory.store.") and not name.startswith(
-            ("governed_memory.store.migrations", "governed_memory.store.paging")
-        ):
-            assert name.startswith(own), name  # a backend may span modules: sqlite_search
+def test_the_package_root_imports_only_light_modules_eagerly() -> None:
+    """``governed_memory/__init__`` imports the values, errors and results at once; the
+    service, stores, crypto and client load on first use."""
+    for name in runtime_imports(SRC / PACKAGE / "__init__.py"):
+        if name.startswith(f"{PACKAGE}."):
+            assert part(name) in {"core", "errors", "results", "_version"}, name
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new top-level module must be placed in the table before it can be imported."""
+    assert {part(module_name(path)) for path in MODULES} <= set(LAYERS)

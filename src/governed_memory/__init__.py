@@ -1,18 +1,25 @@
 """governed-memory: long-term memory for AI agents in which a memory must earn its place.
 
 The library API is :class:`MemoryService`, opened with :func:`open_service`; every call
-takes the acting :class:`Principal`.
+takes the acting :class:`Principal`. :class:`Client` and :class:`AsyncClient` speak to a
+running service over HTTP with the same values and errors.
+
+The values and errors are imported with the package. The names that need a store, the
+crypto library or an HTTP stack (:data:`_LAZY`) are imported on first use (PEP 562), so
+``import governed_memory.client`` loads no store, no service and no ``cryptography``.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from governed_memory._version import __version__ as __version__
-from governed_memory.apikeys import create_api_key
-from governed_memory.client import AsyncClient, Client
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import MemoryItem, Principal
 from governed_memory.core.policy import KindPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
 from governed_memory.core.values import Kind, Provenance, Scope, Status, Trust
-from governed_memory.crypto import Keyring
 from governed_memory.errors import (
     AuthenticationError,
     Conflict,
@@ -29,18 +36,49 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.factory import open_service, open_store
-from governed_memory.records import ApiKey
-from governed_memory.service import (
+from governed_memory.results import (
     AuditEvent,
     ForgetResult,
-    MemoryService,
     QuarantinePage,
     ReplayReport,
     SearchHit,
     SearchResult,
     WriteResult,
 )
+
+if TYPE_CHECKING:
+    from governed_memory.apikeys import create_api_key
+    from governed_memory.bootstrap import open_service, open_store
+    from governed_memory.client import AsyncClient, Client
+    from governed_memory.crypto import Keyring
+    from governed_memory.records import ApiKey
+    from governed_memory.service import MemoryService
+
+#: Public names imported on first use, and the module of each.
+_LAZY = {
+    "ApiKey": "governed_memory.records",
+    "AsyncClient": "governed_memory.client",
+    "Client": "governed_memory.client",
+    "Keyring": "governed_memory.crypto",
+    "MemoryService": "governed_memory.service",
+    "create_api_key": "governed_memory.apikeys",
+    "open_service": "governed_memory.bootstrap",
+    "open_store": "governed_memory.bootstrap",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is an ordinary one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ApiKey",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from governed_memory.core.events import (
@@ -35,7 +36,7 @@ from governed_memory.core.values import (
     from_micros,
     to_micros,
 )
-from governed_memory.records import ApiKey
+from governed_memory.records import ApiKey, IdempotencyRecord
 
 
 class CodecError(ValueError):
@@ -69,6 +70,13 @@ class EventRow:
     idempotency_key: str | None
     schema_version: int
     payload: str
+
+
+#: The columns of the events table after ``position``, in :class:`EventRow` order: the one
+#: list of them, which every backend's SQL and the export format are written from.
+EVENT_COLUMNS = tuple(f.name for f in fields(EventRow))
+#: An :class:`EventRow`'s values in :data:`EVENT_COLUMNS` order (a tuple, for the driver).
+event_values: Callable[[EventRow], tuple[Any, ...]] = attrgetter(*EVENT_COLUMNS)
 
 
 def payload_of(event: Event) -> dict[str, Any]:
@@ -140,25 +148,7 @@ def event_from_row(row: EventRow) -> Event:
             raise CodecError(f"{row.type} without memory id or version")
         common |= {"memory_id": row.memory_id, "version": row.version}
         if cls is MemoryWritten:
-            content = _unb64(payload["content"])
-            if content is None:
-                raise CodecError("memory.written without content")
-            return MemoryWritten(
-                agent_id=payload["agent_id"],
-                subject_id=payload["subject_id"],
-                purpose=payload["purpose"],
-                kind=Kind(payload["kind"]),
-                content=content,
-                content_hash=payload["content_hash"],
-                provenance=Provenance(**payload["provenance"]),
-                trust=Trust(payload["trust"]),
-                confidence=float(payload["confidence"]),
-                expires_at=from_micros(payload["expires_at"]),
-                supersedes_id=payload["supersedes_id"],
-                status=Status(payload["status"]),
-                tokens=int(payload["tokens"]),
-                **common,
-            )
+            return _written_from(payload, common)
         if cls is MemoryRejected:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
@@ -172,41 +162,49 @@ def event_from_row(row: EventRow) -> Event:
         raise CodecError(f"malformed {row.type} event: {type(error).__name__}") from None
 
 
+def _written_from(payload: Mapping[str, Any], common: dict[str, Any]) -> MemoryWritten:
+    """A ``memory.written`` event from its payload and the columns every event has."""
+    content = _unb64(payload["content"])
+    if content is None:
+        raise CodecError("memory.written without content")
+    return MemoryWritten(
+        agent_id=payload["agent_id"],
+        subject_id=payload["subject_id"],
+        purpose=payload["purpose"],
+        kind=Kind(payload["kind"]),
+        content=content,
+        content_hash=payload["content_hash"],
+        provenance=Provenance(**payload["provenance"]),
+        trust=Trust(payload["trust"]),
+        confidence=float(payload["confidence"]),
+        expires_at=from_micros(payload["expires_at"]),
+        supersedes_id=payload["supersedes_id"],
+        status=Status(payload["status"]),
+        tokens=int(payload["tokens"]),
+        **common,
+    )
+
+
+def stored_event_from_row(row: tuple[Any, ...]) -> StoredEvent:
+    """A stored event from a row of ``position`` followed by :data:`EVENT_COLUMNS`."""
+    return StoredEvent(row[0], event_from_row(EventRow(*row[1:])))
+
+
 def stored_to_json(stored: StoredEvent) -> dict[str, Any]:
     """One exported event (JSON Lines): every column, content still sealed."""
     row = event_row(stored.event)
-    return {
-        "position": stored.position,
-        "event_id": row.event_id,
-        "type": row.type,
-        "tenant_id": row.tenant_id,
-        "memory_id": row.memory_id,
-        "subject_id": row.subject_id,
-        "version": row.version,
-        "occurred_at": row.occurred_at,
-        "actor": row.actor,
-        "idempotency_key": row.idempotency_key,
-        "schema_version": row.schema_version,
-        "payload": json.loads(row.payload),
-    }
+    record: dict[str, Any] = {"position": stored.position}
+    record.update(zip(EVENT_COLUMNS, event_values(row), strict=True))
+    record["payload"] = json.loads(row.payload)
+    return record
 
 
 def stored_from_json(data: Mapping[str, Any]) -> StoredEvent:
     """The inverse of :func:`stored_to_json`."""
     try:
-        row = EventRow(
-            event_id=data["event_id"],
-            type=data["type"],
-            tenant_id=data["tenant_id"],
-            memory_id=data["memory_id"],
-            subject_id=data["subject_id"],
-            version=data["version"],
-            occurred_at=data["occurred_at"],
-            actor=data["actor"],
-            idempotency_key=data["idempotency_key"],
-            schema_version=data["schema_version"],
-            payload=json.dumps(data["payload"], separators=(",", ":"), sort_keys=True),
-        )
+        columns = {name: data[name] for name in EVENT_COLUMNS}
+        columns["payload"] = json.dumps(data["payload"], separators=(",", ":"), sort_keys=True)
+        row = EventRow(**columns)
         position = data["position"]
     except (KeyError, TypeError) as error:
         raise CodecError(f"malformed exported event: {type(error).__name__}") from None
@@ -359,3 +357,14 @@ def api_key_from_row(row: tuple[Any, ...]) -> ApiKey:
         name=name,
         revoked_at=None if revoked_at is None else from_micros(revoked_at),
     )
+
+
+def idempotency_result(record: IdempotencyRecord) -> str:
+    """The stored form of an idempotency record's first outcome (JSON text)."""
+    return json.dumps(dict(record.result), sort_keys=True)
+
+
+def idempotency_from_row(tenant_id: str, key: str, row: tuple[Any, ...]) -> IdempotencyRecord:
+    """An idempotency record from its ``fingerprint, result, position`` columns."""
+    fingerprint, result, position = row
+    return IdempotencyRecord(tenant_id, key, fingerprint, json.loads(result), position)

@@ -20,6 +20,7 @@ from governed_memory.core.policy import DEFAULT_TTLS, TtlPolicy
 from governed_memory.core.values import Kind
 from governed_memory.crypto import parse_master_key
 from governed_memory.errors import ConfigError, CryptoError, ValidationError
+from governed_memory.locations import DEFAULT_DATA_DIR, backend_of, is_postgres
 
 PREFIX = "GMEM_"
 MAX_TTL_SECONDS = 100 * 365 * 86_400  # a century: beyond it timestamps overflow
@@ -37,7 +38,7 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    data_dir: Path = Path("./gmem-data")
+    data_dir: Path = DEFAULT_DATA_DIR
     database_url: str | None = None
     master_key: SecretStr | None = None
     host: str = Field("127.0.0.1", min_length=1)
@@ -84,8 +85,7 @@ class Settings(BaseSettings):
 
     def store_options(self) -> dict[str, Any]:
         """Backend options: the connection pool size applies to PostgreSQL only."""
-        url = self.database_url or ""
-        return {"max_size": self.database_pool_max} if url.startswith("postgres") else {}
+        return {"max_size": self.database_pool_max} if is_postgres(self.database_url) else {}
 
     def master_key_value(self) -> str | None:
         """The base64 master key, if one is configured."""
@@ -143,13 +143,11 @@ def _check(settings: Settings) -> None:
             raise ConfigError(
                 "GMEM_MASTER_KEY: must be base64 that decodes to exactly 32 bytes"
             ) from None
-    url = settings.database_url
-    if url is not None and not url.startswith(("postgresql://", "postgres://", "sqlite:///")):
-        raise ConfigError(
-            "GMEM_DATABASE_URL: must start with postgresql://, postgres:// or sqlite:///"
-        )
-    if url is not None and url == "sqlite:///":
-        raise ConfigError("GMEM_DATABASE_URL: sqlite:/// needs a file path")
+    if settings.database_url is not None:
+        try:
+            backend_of(settings.database_url)
+        except ValidationError as error:
+            raise ConfigError(f"{variable('database_url')}: {error.errors[0].message}") from None
 
 
 __all__ = ["ConfigError", "Settings", "load_settings", "variable"]

@@ -31,6 +31,13 @@ same slugs. Messages carry ids, versions and field names, never memory content.
         ├── SubjectChanged         a forget would leave an item of the subject undeleted
         ├── LogMoved               events landed after a rebuild read the log
         └── ReadWouldWait          a read asked not to wait could not be answered at once
+
+A problem's ``type`` is :data:`TYPE_PREFIX` followed by the slug. Three exceptions stay
+outside the tree on purpose, because no caller can cause them and none is translated into
+an answer: ``core.projection.ProjectionError`` and ``codec.CodecError`` say the stored log
+itself is inconsistent (a bug or a damaged store: HTTP answers the bare 500, the CLI one
+line; ``gmem import`` turns a bad line into a ValidationError), and the CLI's
+``CommandError`` is only the one line a command prints before it exits non-zero.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # the record type only; errors import nothing at run time
     from governed_memory.records import IdempotencyRecord
+
+#: The prefix of every problem ``type`` the HTTP API answers: ``urn:gmem:problem:<slug>``.
+TYPE_PREFIX = "urn:gmem:problem:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +217,10 @@ class CryptoError(GovernedMemoryError):
 
 
 class StoreSignal(GovernedMemoryError):
-    """A store tells the service something it must handle; never leaves the process."""
+    """A store tells the service something it must handle; never leaves the process.
 
-    title = "Internal server error"
-    slug: ClassVar[str] = "internal"
+    Its title and slug are the base class's: were one to escape, it would be a bare 500.
+    """
 
 
 class IdempotencyKeyTaken(StoreSignal):
@@ -238,6 +248,7 @@ class ReadWouldWait(StoreSignal):
 
 
 __all__ = [
+    "TYPE_PREFIX",
     "AuthenticationError",
     "ConfigError",
     "Conflict",

@@ -1,5 +1,7 @@
 """Content-free structured logs and Prometheus metrics (SPEC §9, rule 10 of §2).
 
+The HTTP edge's own part, the access log, is :mod:`governed_memory.http.access_log`.
+
 Logs are JSON lines. The formatter writes the standard fields (time, level, logger,
 message) and the ``extra`` fields the code passes on purpose: ids, versions, types,
 statuses, durations. It never formats an exception's message, which could quote input;
@@ -16,14 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory.core.events import (
     Event,
@@ -35,8 +35,6 @@ from governed_memory.core.events import (
 )
 from governed_memory.core.values import Status
 from governed_memory.errors import Conflict, IdempotencyKeyReused, VersionConflict
-
-T = TypeVar("T")
 
 ACCESS_LOGGER = "governed_memory.access"
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -162,13 +160,14 @@ class Metrics:
             reason = "transition"
         self.conflicts.labels(reason).inc()
 
-    def timed_search(self, search: Callable[[], T], count: Callable[[T], int]) -> T:
-        """Run a search, recording its duration and how many items it returned."""
-        started = time.perf_counter()
-        result = search()
-        self.search_duration.observe(time.perf_counter() - started)
-        self.search_items.observe(count(result))
-        return result
+    def observe_search(self, seconds: float, items: int) -> None:
+        """Record one search: how long it took and how many items it returned."""
+        self.search_duration.observe(seconds)
+        self.search_items.observe(items)
+
+    def observe_forget_call(self) -> None:
+        """Count one call to forget a subject, whatever it deleted."""
+        self.forget_calls.inc()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one HTTP request; ``route`` is a template, never a concrete path."""
@@ -181,68 +180,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-UNMATCHED_ROUTE = "unmatched"
-
-access_log = logging.getLogger(ACCESS_LOGGER)
-
-
-def route_template(scope: Scope) -> str:
-    """The template of the route that handled the request (``/v1/memories/{id}``)."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else UNMATCHED_ROUTE
-
-
-class AccessLogMiddleware:
-    """One JSON access-log line and one metrics sample per request; never a body.
-
-    Logs the method, the route template (not the concrete path, which carries ids), the
-    status, the duration and the id of the API key that authenticated, if any.
-    """
-
-    def __init__(self, app: ASGIApp, metrics: Metrics | None) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_and_note(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_and_note)
-        finally:
-            seconds = time.perf_counter() - started
-            method = scope["method"] if scope["method"] in KNOWN_METHODS else "OTHER"
-            route = route_template(scope)
-            state = scope.get("state") or {}
-            access_log.info(
-                "request",
-                extra={
-                    "method": method,
-                    "route": route,
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 3),
-                    "key_id": state.get("key_id"),
-                },
-            )
-            if self.metrics is not None:
-                self.metrics.observe_request(method, route, status, seconds)
-
-
 __all__ = [
     "ACCESS_LOGGER",
     "PROMETHEUS_CONTENT_TYPE",
-    "AccessLogMiddleware",
     "JsonFormatter",
     "Metrics",
     "configure_logging",

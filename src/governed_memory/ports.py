@@ -130,7 +130,21 @@ class ApiKeys(Protocol):
         ...
 
 
-class Store(EventLog, Items, SubjectKeys, ApiKeys, Protocol):
+class StoreMeta(Protocol):
+    """Facts about the store itself, by name (a master-key check value, the analyzer of the
+    search index): small text values, never content."""
+
+    def meta(self, name: str) -> str | None: ...
+
+    def claim_meta(self, name: str, value: str) -> str:
+        """Store ``value`` under ``name`` unless a value is stored; return the stored one.
+        The first writer wins, across every instance on the database."""
+        ...
+
+    def replace_meta(self, name: str, value: str) -> None: ...
+
+
+class Store(EventLog, Items, SubjectKeys, ApiKeys, StoreMeta, Protocol):
     """Every port of one backend, and what a whole store has besides."""
 
     def snapshot(self) -> AbstractContextManager[None]:
@@ -169,6 +183,7 @@ __all__ = [
     "EventLog",
     "Items",
     "Store",
+    "StoreMeta",
     "SubjectKeys",
     "SystemClock",
     "Tokenizer",

@@ -1,7 +1,10 @@
-"""What the service returns: plain frozen values with their JSON forms.
+"""What the service returns: plain frozen values with their JSON forms, both ways.
 
-Every adapter (HTTP, CLI, client, MCP) serializes these through ``to_dict``; the client
-parses the same shapes back into the same types.
+Every adapter (HTTP, CLI, MCP) writes these through ``to_dict``; the client reads the same
+shapes back with ``from_dict`` into the same types, and a round-trip property test
+(``tests/test_wire_forms.py``) holds the two together. ``from_dict`` reads the service's
+own answers: it checks shapes, not rules, and raises ``KeyError``, ``TypeError`` or
+``ValueError`` when the data is not the form it expects.
 """
 
 from __future__ import annotations
@@ -15,13 +18,23 @@ from datetime import datetime
 from typing import Any
 
 from governed_memory.core.model import ItemState, MemoryItem
-from governed_memory.core.values import from_micros, memory_id, rfc3339, to_micros
+from governed_memory.core.values import (
+    from_micros,
+    from_rfc3339,
+    memory_id,
+    rfc3339,
+    to_micros,
+)
 from governed_memory.errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
-    """The item a write produced, and whether it created the item."""
+    """The item a write produced, and whether it created the item.
+
+    It has no JSON form of its own: over HTTP the body is the item's and ``created`` is
+    the status (201 rather than 200).
+    """
 
     item: MemoryItem
     created: bool
@@ -42,6 +55,16 @@ class ForgetResult:
             "position": self.position,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ForgetResult:
+        """The result :meth:`to_dict` wrote."""
+        position = data["position"]
+        return cls(
+            str(data["subject_id"]),
+            int(data["affected"]),
+            None if position is None else int(position),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
@@ -58,6 +81,17 @@ class SearchHit:
             "score_parts": dict(self.score_parts),
             "tokens": self.tokens,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchHit:
+        """The hit :meth:`to_dict` wrote: the item's members and the score's."""
+        parts = data["score_parts"]
+        return cls(
+            MemoryItem.from_dict(data),
+            float(data["score"]),
+            {str(name): float(part) for name, part in parts.items()},
+            int(data["tokens"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +110,16 @@ class SearchResult:
             "skipped": self.skipped,
             "tokenizer": self.tokenizer,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The result :meth:`to_dict` wrote."""
+        return cls(
+            [SearchHit.from_dict(hit) for hit in data["items"]],
+            int(data["used_tokens"]),
+            int(data["skipped"]),
+            str(data["tokenizer"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +149,47 @@ class AuditEvent:
             body["subject_id"] = self.subject_id
         return body
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AuditEvent:
+        """The event :meth:`to_dict` wrote (an entry of the audit feed)."""
+        memory, version = data["memory_id"], data["version"]
+        subject = data.get("subject_id")
+        return cls(
+            position=int(data["position"]),
+            event_id=str(data["event_id"]),
+            type=str(data["type"]),
+            memory_id=None if memory is None else str(memory),
+            version=None if version is None else int(version),
+            occurred_at=from_rfc3339(data["occurred_at"]),
+            actor=str(data["actor"]),
+            subject_id=None if subject is None else str(subject),
+        )
+
+    def to_history_dict(self) -> dict[str, Any]:
+        """The shorter form of a memory's history (SPEC §8): the memory is the one asked
+        about, and the entry names no event id."""
+        return {
+            "position": self.position,
+            "type": self.type,
+            "version": self.version,
+            "occurred_at": rfc3339(self.occurred_at),
+            "actor": self.actor,
+        }
+
+    @classmethod
+    def from_history_dict(cls, data: Mapping[str, Any], memory_id: str) -> AuditEvent:
+        """The event :meth:`to_history_dict` wrote for ``memory_id``; its event id is empty."""
+        version = data["version"]
+        return cls(
+            position=int(data["position"]),
+            event_id="",
+            type=str(data["type"]),
+            memory_id=memory_id,
+            version=None if version is None else int(version),
+            occurred_at=from_rfc3339(data["occurred_at"]),
+            actor=str(data["actor"]),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class QuarantinePage:
@@ -112,6 +197,18 @@ class QuarantinePage:
 
     items: list[MemoryItem]
     next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": [item.to_dict() for item in self.items], "next_cursor": self.next_cursor}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QuarantinePage:
+        """The page :meth:`to_dict` wrote."""
+        cursor = data["next_cursor"]
+        return cls(
+            [MemoryItem.from_dict(item) for item in data["items"]],
+            None if cursor is None else str(cursor),
+        )
 
 
 @dataclass(frozen=True, slots=True)

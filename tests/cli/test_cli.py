@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory import open_service, open_store
 from governed_memory.apikeys import split_token, verify
 from governed_memory.core.values import Scope, Trust
-from governed_memory.factory import open_service, open_store
 from tests.cli.conftest import Gmem
 from tests.support.fakes import FakeClock, body, principal
 
@@ -23,7 +23,7 @@ def write_items(data_dir: Path, count: int = 2, clock: FakeClock | None = None) 
         writer = principal()
         return [service.write(writer, body(id=f"m-{n}")).item.id for n in range(count)]
     finally:
-        service.store.close()
+        service.close()
 
 
 def test_keys_create_json_prints_a_working_key(gmem: Gmem, tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
     try:
         assert service.get(principal(), "m-2").content == body()["content"]
     finally:
-        service.store.close()
+        service.close()
     again = gmem("import", str(export), "--data-dir", str(target))
     assert again.status == 1
     assert again.err.startswith("gmem: error: import needs an empty store")

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory import open_store
 from governed_memory.config import load_settings
 from governed_memory.core.policy import DAY
 from governed_memory.core.values import Kind
-from governed_memory.errors import ConfigError
+from governed_memory.errors import ConfigError, FieldError, ValidationError
 from tests.cli.conftest import Gmem
 
 
@@ -110,3 +111,20 @@ def test_a_bad_flag_value_names_its_setting(gmem: Gmem, tmp_path: Path) -> None:
     run = gmem("serve", "--data-dir", str(tmp_path), "--port", "70000")
     assert run.status == 1
     assert run.err.startswith("gmem: error: GMEM_PORT:")
+
+
+@pytest.mark.parametrize(
+    ("url", "rule"),
+    [
+        ("mysql://db/gmem", "must start with postgresql://, postgres:// or sqlite:///"),
+        ("sqlite:///", "sqlite:/// needs a file path"),
+    ],
+)
+def test_settings_and_the_library_refuse_a_database_url_by_one_rule(url: str, rule: str) -> None:
+    """GMEM_DATABASE_URL at start-up and open_store(database_url=…) give the same reason."""
+    with pytest.raises(ConfigError) as at_start:
+        load_settings(database_url=url)
+    assert at_start.value.detail == f"GMEM_DATABASE_URL: {rule}"
+    with pytest.raises(ValidationError) as in_library:
+        open_store(database_url=url)
+    assert in_library.value.errors == (FieldError("database_url", rule),)

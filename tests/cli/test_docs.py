@@ -95,7 +95,7 @@ def test_every_route_is_documented_with_an_example(tmp_path: Path) -> None:
             for method in operations
         }
     finally:
-        app.state.service.store.close()
+        app.state.service.close()
     text = (DOCS / "http-api.md").read_text()
     sections = dict(re.findall(r"^### `([A-Z]+ \S+)`\n(.*?)(?=^#)", text + "\n#", re.M | re.S))
     assert set(sections) == routes

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from governed_memory import open_service
 from governed_memory.config import load_settings
 from governed_memory.errors import ValidationError
-from governed_memory.factory import open_service
 
 
 def test_a_postgres_service_refuses_to_start_without_a_master_key() -> None:

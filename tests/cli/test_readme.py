@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.test_e2e import free_port, serving
+from tests.support.processes import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 

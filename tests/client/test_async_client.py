@@ -19,7 +19,9 @@ from governed_memory import (
     VersionConflict,
 )
 from governed_memory.client import RetryPolicy
-from tests.client.conftest import FAST, AsyncFlakyTransport, Served, fact
+from tests.client.conftest import AsyncFlakyTransport
+from tests.support.api import FAST, Served
+from tests.support.fakes import fact
 
 
 def run(

@@ -19,7 +19,10 @@ from governed_memory import (
     Trust,
     WriteResult,
 )
-from tests.client.conftest import FlakyTransport, Served, fact
+from governed_memory.client import RetryPolicy
+from tests.client.conftest import FlakyTransport
+from tests.support.api import Served
+from tests.support.fakes import fact
 
 
 def test_write_creates_then_replaces(served: Served, client: Client) -> None:
@@ -207,3 +210,14 @@ def test_the_client_reads_gmem_url_and_gmem_api_key(
     with Client() as client:
         assert client.base_url == served.url
         assert client.create(**fact()).created
+
+
+def test_write_fields_are_checked_like_keyword_arguments() -> None:
+    """A missing or unknown write field is a TypeError before anything is sent."""
+    with Client("http://127.0.0.1:9", "key", retry=RetryPolicy(attempts=1)) as client:
+        fields = fact()
+        del fields["provenance"]
+        with pytest.raises(TypeError, match="missing required keyword arguments: 'provenance'"):
+            client.create(**fields)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+            client.write("pref-1", **fact(colour="blue"))

@@ -24,9 +24,10 @@ from governed_memory import (
     VersionConflict,
 )
 from governed_memory.client import RetryPolicy
-from governed_memory.client._wire import BY_TYPE
+from governed_memory.client._problems import BY_TYPE
 from governed_memory.store.memory import MemoryStore
-from tests.client.conftest import FAST, MakeServed, Served, fact
+from tests.support.api import FAST, MakeServed, Served
+from tests.support.fakes import fact
 
 CANARY = "canary-7f3c9e-never-echoed"
 
@@ -233,7 +234,7 @@ def test_every_problem_type_of_the_service_has_a_class() -> None:
     """Each type in the service's problem table is mapped by the client."""
     from governed_memory.http.problems import PROBLEMS
 
-    slugs = {kind.slug for kind in PROBLEMS.values()}
+    slugs = {cls.slug for cls in PROBLEMS}
     # 405 means the client itself sent a wrong method: a bug, left to the base class.
     assert slugs - {"method-not-allowed"} <= set(BY_TYPE)
 

@@ -9,8 +9,10 @@ import pytest
 
 from governed_memory import Client, StoreUnavailable
 from governed_memory.client import RetryPolicy
-from governed_memory.client._wire import Call
-from tests.client.conftest import FlakyTransport, Served, fact
+from governed_memory.client._calls import Call
+from tests.client.conftest import FlakyTransport
+from tests.support.api import Served
+from tests.support.fakes import fact
 
 SLEPT: list[float] = []
 

@@ -41,7 +41,8 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.ports import Store
-from governed_memory.service import MemoryService, WriteResult
+from governed_memory.results import WriteResult
+from governed_memory.service import MemoryService
 from tests.conftest import make_store, postgres_dsn
 from tests.support.fakes import FakeClock, principal
 

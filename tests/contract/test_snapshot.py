@@ -46,7 +46,6 @@ def test_a_rebuild_folded_from_an_older_log_is_refused(service: MemoryService) -
 
     from governed_memory.core.projection import replay
     from governed_memory.errors import LogMoved
-    from governed_memory.maintenance import rebuild_projection
     from governed_memory.records import ItemChange
 
     service.write(WRITER, body(id="m1"))
@@ -56,6 +55,6 @@ def test_a_rebuild_folded_from_an_older_log_is_refused(service: MemoryService) -
     with pytest.raises(LogMoved):
         service.store.rebuild("acme", stale, events[-1].position)
     assert service.store.get("acme", "m2") is not None
-    assert rebuild_projection(service) == 2
+    assert service.maintenance.rebuild() == 2
     assert service.verify_replay().ok
     assert service.get(WRITER, "m2").content == "The customer prefers email over phone calls."

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from governed_memory.core import lifecycle
+from governed_memory.core import access, lifecycle
 from governed_memory.core.commands import (
     ExpireMemory,
     ForgetSubject,
@@ -24,7 +24,7 @@ from governed_memory.core.events import (
 from governed_memory.core.lifecycle import Context, SealedContent
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.projection import apply
-from governed_memory.core.values import Scope, Status
+from governed_memory.core.values import Scope, Status, Trust
 from governed_memory.errors import (
     InvalidTransition,
     NotFound,
@@ -164,3 +164,44 @@ def test_every_scope_is_needed_for_its_own_operation_only() -> None:
     reader = principal(name="reader", scopes={Scope.MEMORY_READ})
     with pytest.raises(PermissionDenied):
         lifecycle.decide_write(ctx(reader), WriteMemory.parse(body()), "m1", SEALED, None, None)
+
+
+def test_a_write_decided_before_sealing_receives_its_content_unchanged_otherwise() -> None:
+    """Deciding with the empty slot, then filling it, equals deciding with the content."""
+    command = WriteMemory.parse(body())
+    unsealed = lifecycle.decide_write(ctx(), command, "m1", lifecycle.UNSEALED, None, None)
+    sealed = lifecycle.decide_write(ctx(), command, "m1", SEALED, None, None)
+    assert lifecycle.with_content(unsealed, SEALED) == sealed
+
+
+def test_a_rejection_decided_without_its_reason_receives_it_afterwards() -> None:
+    """The sealed reason fills the decided rejection; nothing else about it changes."""
+    item = written(trust="untrusted")
+    reviewer = principal(name="rev")
+    bare = lifecycle.decide_reject(ctx(reviewer), RejectMemory("m1", 1, "No."), item, None)
+    reasoned = lifecycle.decide_reject(ctx(reviewer), RejectMemory("m1", 1, "No."), item, b"r")
+    assert lifecycle.with_reason(bare, b"r") == reasoned
+
+
+def test_every_event_of_one_decision_shares_its_header() -> None:
+    """Time, actor and idempotency key come from the context; each event gets its own id."""
+    target = written("old")
+    correction = written("new", target, trust="untrusted", supersedes_id="old")
+    keyed = Context(now=START, principal=principal(name="rev"), new_id=ids(), idempotency_key="k")
+    events = lifecycle.decide_promote(keyed, PromoteMemory("new", 1), correction, target)
+    assert {(e.occurred_at, e.actor, e.idempotency_key) for e in events} == {(START, "rev", "k")}
+    assert [(e.event_id, e.memory_id, e.version) for e in events] == [
+        ("e1", "new", 2),
+        ("e2", "old", 2),
+    ]
+
+
+def test_the_write_rule_is_the_same_for_the_service_and_the_decision() -> None:
+    """access.require_write refuses exactly what decide_write refuses, with its words."""
+    capped = principal(name="capped", trust=Trust.UNTRUSTED)
+    command = WriteMemory.parse(body(trust="trusted"))
+    with pytest.raises(PermissionDenied) as in_access:
+        access.require_write(capped, command)
+    with pytest.raises(PermissionDenied) as in_decide:
+        lifecycle.decide_write(ctx(capped), command, "m1", SEALED, None, None)
+    assert str(in_access.value) == str(in_decide.value)

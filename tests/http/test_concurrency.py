@@ -9,7 +9,9 @@ from typing import Any
 import httpx
 
 from governed_memory.store.memory import MemoryStore
-from tests.http.conftest import Api, MakeApi, search_body, write_body
+from tests.support.api import Api, MakeApi
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 from tests.support.threads import held_elsewhere
 
 

@@ -2,92 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import secrets
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from governed_memory.http.walkthrough import WalkthroughKeys, walkthrough
-from tests.http.conftest import search_body, write_body
-
-GMEM = str(Path(sys.executable).parent / "gmem")
-
-
-def gmem(data_dir: Path, *args: str) -> str:
-    """Run a ``gmem`` command against ``data_dir``; return its stdout, fail on error."""
-    done = subprocess.run(
-        [GMEM, *args, "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def create_key(data_dir: Path, scopes: str, trust: str, agents: str = "*") -> str:
-    """A new key of tenant acme, created by ``gmem keys create --json``."""
-    out = gmem(
-        data_dir,
-        *("keys", "create", "--tenant", "acme", "--agents", agents),
-        *("--scopes", scopes, "--max-trust", trust, "--json"),
-    )
-    created = json.loads(out)
-    assert created["tenant_id"] == "acme"
-    token: str = created["api_key"]
-    return token
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def serving(data_dir: Path, log: Path, port: int | None = None) -> Iterator[httpx.Client]:
-    """``gmem serve`` on a free port, logging to ``log``; SIGTERM and wait on exit."""
-    port = port or free_port()
-    with log.open("ab") as sink:
-        process = subprocess.Popen(
-            [GMEM, "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=sink,
-            stderr=sink,
-        )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if client.get("/health/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "gmem serve did not become ready"
-            time.sleep(0.05)
-        yield client
-    finally:
-        client.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - reported by the assert
-            process.kill()
-            process.wait()
-            pytest.fail("gmem serve did not stop on SIGTERM")
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
+from tests.support.processes import create_key, serving
 
 
 def snapshot(client: httpx.Client, token: str, ids: list[str]) -> dict[str, Any]:

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from governed_memory.http.limits import BodyLimitMiddleware, FixedWindowLimiter
-from tests.http.conftest import MakeApi, search_body, write_body
+from tests.support.api import MakeApi
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 
 def test_the_limiter_allows_limit_requests_per_window() -> None:
@@ -63,7 +65,7 @@ def test_a_declared_oversized_body_is_413_and_nothing_is_written(make_api: MakeA
     response = api.client.post("/v1/memories", json=body, headers=api.key())
     assert response.status_code == 413
     assert response.json()["type"] == "urn:gmem:problem:payload-too-large"
-    assert api.service.store.head() == 0
+    assert api.store.head() == 0
 
 
 def test_a_streamed_oversized_body_is_cut_off_with_413(make_api: MakeApi) -> None:
@@ -80,7 +82,7 @@ def test_a_streamed_oversized_body_is_cut_off_with_413(make_api: MakeApi) -> Non
     response = api.client.post("/v1/memories", content=chunks(), headers=headers)
     assert response.status_code == 413
     assert response.json()["type"] == "urn:gmem:problem:payload-too-large"
-    assert api.service.store.head() == 0
+    assert api.store.head() == 0
 
 
 def test_a_body_within_the_limit_is_accepted(make_api: MakeApi) -> None:

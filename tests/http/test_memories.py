@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.http.conftest import Api, search_body, write_body
+from tests.support.api import Api
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 PROBLEM = "application/problem+json"
 

@@ -18,7 +18,9 @@ import pytest
 from governed_memory.observability import ACCESS_LOGGER, JsonFormatter
 from governed_memory.store.memory import MemoryStore
 from governed_memory.worker import ExpiryWorker
-from tests.http.conftest import Api, MakeApi, build_api, search_body, write_body
+from tests.support.api import Api, MakeApi, build_api
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 T = TypeVar("T")
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.http.conftest import Api, build_api, search_body, write_body
+from tests.support.api import Api, build_api
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 SCOPES = ["memory:write", "memory:read", "memory:review", "subject:forget", "audit:read", "admin"]
 FOREIGN_WORD = "zanzibar"

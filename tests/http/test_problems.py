@@ -9,7 +9,9 @@ import pytest
 
 from governed_memory.errors import StoreUnavailable
 from governed_memory.store.memory import MemoryStore
-from tests.http.conftest import Api, MakeApi, search_body, write_body
+from tests.support.api import Api, MakeApi
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 PROBLEM = "application/problem+json"
 
@@ -63,7 +65,7 @@ def test_malformed_json_is_400(api: Api, admin: dict[str, str]) -> None:
     headers = admin | {"Content-Type": "application/json"}
     response = api.client.post("/v1/memories", content=b'{"agent_id": ', headers=headers)
     assert_problem(response, 400, "malformed-request")
-    assert api.service.store.head() == 0
+    assert api.store.head() == 0
 
 
 def test_validation_lists_every_offending_field(api: Api, admin: dict[str, str]) -> None:
@@ -110,7 +112,7 @@ def test_a_tenant_in_the_body_is_refused(api: Api, admin: dict[str, str]) -> Non
     problem = assert_problem(response, 422, "validation")
     assert problem["errors"][0]["field"] == "tenant_id"
     assert "API key" in problem["errors"][0]["message"]
-    assert api.service.store.head() == 0
+    assert api.store.head() == 0
 
 
 def test_a_tenant_in_a_forget_body_is_refused(api: Api, admin: dict[str, str]) -> None:
@@ -135,7 +137,7 @@ def test_a_tenant_header_is_refused(api: Api, admin: dict[str, str]) -> None:
     headers = admin | {"X-Tenant-Id": "globex"}
     response = api.client.post("/v1/memories", json=write_body(), headers=headers)
     assert_problem(response, 422, "validation")
-    assert api.service.store.head() == 0
+    assert api.store.head() == 0
 
 
 @pytest.mark.parametrize(

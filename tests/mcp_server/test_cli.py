@@ -11,15 +11,8 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp_server.conftest import (
-    DEADLINE_SECONDS,
-    GMEM,
-    Service,
-    free_port,
-    stop,
-    structured,
-    wait_until_ready,
-)
+from tests.mcp_server.conftest import DEADLINE_SECONDS, Service, structured
+from tests.support.processes import GMEM, free_port, stop, wait_ready
 
 
 def gmem_mcp(
@@ -111,7 +104,7 @@ def test_streamable_http_serves_the_same_tools(service: Service, tmp_path: Path)
                 return names, structured(recalled)
 
     try:
-        wait_until_ready(url, process, log, "/mcp")
+        wait_ready(url, process, log, "/mcp")
         names, recalled = anyio.run(main)
     finally:
         stop(process)

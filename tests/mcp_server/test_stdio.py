@@ -11,6 +11,7 @@ import anyio
 from tests.mcp_server.conftest import (
     DEADLINE_SECONDS,
     Service,
+    agent_and_reviewer,
     mcp_session,
     structured,
     text_of,
@@ -87,10 +88,7 @@ def test_an_agent_memory_waits_for_a_reviewer_before_recall(
 
     async def main() -> None:
         with anyio.fail_after(DEADLINE_SECONDS):
-            async with (
-                mcp_session(service, service.agent_key, errlog=log) as agent,
-                mcp_session(service, service.reviewer_key, "--reviewer", errlog=log) as reviewer,
-            ):
+            async with agent_and_reviewer(service, log) as (agent, reviewer):
                 stored = await agent.call_tool("remember", memory(subject, content))
                 assert not stored.is_error, text_of(stored)
                 item = structured(stored)
@@ -184,10 +182,7 @@ def test_refusals_are_tool_errors_with_the_problem_title(service: Service, tmp_p
 
     async def main() -> None:
         with anyio.fail_after(DEADLINE_SECONDS):
-            async with (
-                mcp_session(service, service.agent_key, errlog=log) as agent,
-                mcp_session(service, service.reviewer_key, "--reviewer", errlog=log) as reviewer,
-            ):
+            async with agent_and_reviewer(service, log) as (agent, reviewer):
                 other = await agent.call_tool(
                     "remember", memory("customer-1", canary, agent_id="sales-bot")
                 )

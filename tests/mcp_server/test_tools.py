@@ -15,8 +15,8 @@ from governed_memory.client import RetryPolicy
 from governed_memory.mcp_server.server import build_server
 from governed_memory.mcp_server.tools import MemoryTools
 from governed_memory.tokens import EstimateTokenizer
-from tests.client.conftest import Served
 from tests.mcp_server.conftest import structured, text_of
+from tests.support.api import Served
 
 Body = Callable[[mcp.Client], Awaitable[Any]]
 

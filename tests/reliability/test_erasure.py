@@ -36,9 +36,9 @@ from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
-from tests.http.conftest import Api, write_body
 from tests.reliability.servers import ServerProcess, create_key, gmem
-from tests.support.fakes import FakeClock, principal
+from tests.support.api import Api
+from tests.support.fakes import FakeClock, principal, write_body
 
 CANARY = "erasecanary" + secrets.token_hex(8)
 KEEP = "keepcanary" + secrets.token_hex(8)

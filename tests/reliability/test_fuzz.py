@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.http.conftest import ALL_MEMORY_SCOPES, Api, MakeApi, search_body, write_body
+from tests.support.api import ALL_MEMORY_SCOPES, Api, MakeApi
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 Headers = dict[str, str]
 

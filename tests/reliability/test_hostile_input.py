@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.http.conftest import ALL_MEMORY_SCOPES, Api, build_api, search_body, write_body
+from tests.support.api import ALL_MEMORY_SCOPES, Api, build_api
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 CANARY = "globexcanary" + secrets.token_hex(6)
 PROBLEM = "application/problem+json"

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.http.conftest import Api, build_api
+from tests.support.api import Api, build_api
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "poisoning.jsonl"
 SCOPE = {"agent_id": "support-bot", "purpose": "support"}

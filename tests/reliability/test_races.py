@@ -24,9 +24,9 @@ from governed_memory.crypto import Keyring
 from governed_memory.errors import VersionConflict
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
-from tests.http.conftest import ALL_MEMORY_SCOPES, MakeApi, write_body
-from tests.store.test_postgres_instances import Deployment
-from tests.support.fakes import FakeClock, body, principal
+from tests.support.api import ALL_MEMORY_SCOPES, MakeApi
+from tests.support.fakes import FakeClock, body, principal, write_body
+from tests.support.postgres import Deployment
 
 RACERS = 32
 ROUNDS = 20

@@ -30,16 +30,17 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.maintenance import export_log, import_log
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
     SearchRequest,
 )
 from governed_memory.service import MemoryService
-from governed_memory.store import postgres
 from governed_memory.store.memory import MemoryStore
+from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import PostgresStore
+from governed_memory.store.postgres.database import translate
+from governed_memory.store.postgres.search import candidate_query
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
@@ -156,7 +157,7 @@ def test_two_instances_starting_at_once_apply_the_migrations_once(
     stores = race(4, lambda _: open_store())
     assert all(isinstance(s, PostgresStore) for s in stores), stores
     versions = [row[0] for row in raw.execute("SELECT version FROM schema_migrations")]
-    assert sorted(versions) == [number for number, _ in postgres.migrations()]
+    assert sorted(versions) == [number for number, _ in scripts("postgres")]
     assert stores[0].migrate() == []
 
 
@@ -216,7 +217,7 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         request = SearchRequest(
             "acme", "support-bot", "support", [1, 2], datetime.now(UTC), subject, want=10
         )
-        candidates = plan(*store.candidate_query(1, request, statistics))
+        candidates = plan(*candidate_query(1, request, statistics))
         assert "postings_pkey" in candidates
         assert "Seq Scan" not in candidates
 
@@ -333,7 +334,7 @@ def test_a_stale_version_is_refused_by_the_guard_with_the_current_version(
 
 def test_a_translated_error_never_carries_the_driver_message() -> None:
     """Only the class name of a driver error reaches the domain error."""
-    error = postgres._translate(psycopg.OperationalError("password=hunter2 host=db"))
+    error = translate(psycopg.OperationalError("password=hunter2 host=db"))
     assert isinstance(error, StoreUnavailable)
     assert "hunter2" not in str(error)
     assert "OperationalError" in str(error)
@@ -389,10 +390,10 @@ def test_an_export_from_sqlite_imports_into_postgres_identically(
     sqlite_store = SQLiteStore(tmp_path / "gmem.sqlite3")
     source = MemoryService(sqlite_store, keyring, clock=clock)
     build_history(source, clock)
-    lines = [json.dumps(record) for record in export_log(source)]
+    lines = [json.dumps(record) for record in source.maintenance.export()]
 
     target = MemoryService(open_store(), keyring, clock=clock)
-    report = import_log(target, lines)
+    report = target.maintenance.import_log(lines)
 
     try:
         assert report.events == source.store.head() == target.store.head()
@@ -407,7 +408,7 @@ def test_an_export_from_sqlite_imports_into_postgres_identically(
         assert hits == [h.item.id for h in source.search(WRITER, query("email")).items]
         assert hits  # the imported postings answer searches
         with pytest.raises(ValidationError):
-            import_log(target, lines)  # only into an empty log
+            target.maintenance.import_log(lines)  # only into an empty log
     finally:
         sqlite_store.close()
 

@@ -7,120 +7,20 @@ a load balancer would run them.
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx
-import psycopg
 import pytest
-from psycopg import sql
 
 from tests.conftest import postgres_dsn
-
-GMEM = str(Path(sys.executable).parent / "gmem")
-
-
-def write_body(**overrides: Any) -> dict[str, Any]:
-    """A valid write body: a trusted fact about customer-1 for support-bot."""
-    return {
-        "agent_id": "support-bot",
-        "subject_id": "customer-1",
-        "purpose": "support",
-        "kind": "fact",
-        "content": "The customer prefers email over phone calls.",
-        "provenance": {"source": "crm", "ref": "ticket-1"},
-        "trust": "trusted",
-        "confidence": 0.9,
-        "expected_version": 0,
-    } | overrides
-
-
-class Deployment:
-    """Everything two instances share: the database URL, the master key, a data dir."""
-
-    def __init__(self, tmp_path: Path, database_url: str) -> None:
-        self.tmp_path = tmp_path
-        self.env = os.environ | {
-            "GMEM_DATABASE_URL": database_url,
-            "GMEM_MASTER_KEY": base64.b64encode(secrets.token_bytes(32)).decode("ascii"),
-            "GMEM_EXPIRY_INTERVAL_SECONDS": "0.5",
-        }
-
-    def gmem(self, *args: str) -> str:
-        """Run a ``gmem`` command against the shared database; its stdout."""
-        done = subprocess.run(
-            [GMEM, *args, "--data-dir", str(self.tmp_path / "cli")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env=self.env,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def key(self) -> dict[str, str]:
-        """Authorization headers of a new all-scopes key of tenant acme."""
-        created = json.loads(
-            self.gmem(
-                *("keys", "create", "--tenant", "acme", "--agents", "*"),
-                *("--scopes", "memory:write,memory:read,audit:read", "--max-trust", "trusted"),
-                "--json",
-            )
-        )
-        return {"Authorization": f"Bearer {created['api_key']}"}
-
-    @contextmanager
-    def instance(self, name: str) -> Iterator[httpx.Client]:
-        """One ``gmem serve`` on a free port; SIGTERM and wait on exit."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        log = self.tmp_path / f"{name}.log"
-        with log.open("ab") as sink:
-            process = subprocess.Popen(
-                [GMEM, "serve", "--port", str(port), "--data-dir", str(self.tmp_path / name)],
-                stdout=sink,
-                stderr=sink,
-                env=self.env,
-            )
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert process.poll() is None, log.read_text()
-                try:
-                    if client.get("/health/ready").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "gmem serve did not become ready"
-                time.sleep(0.05)
-            yield client
-        finally:
-            client.close()
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover - reported by the failure
-                process.kill()
-                process.wait()
-                pytest.fail(f"{name} did not stop on SIGTERM")
-        assert "Traceback" not in log.read_text()
+from tests.support.fakes import write_body
+from tests.support.postgres import Deployment, fresh_schema
 
 
 @pytest.fixture
@@ -128,35 +28,16 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
     """A fresh schema on the test server, reached through the URL's search_path."""
     dsn = postgres_dsn()
     assert dsn is not None
-    schema = "gmem_test_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    separator = "&" if "?" in dsn else "?"
-    url = f"{dsn}{separator}options={quote(f'-csearch_path={schema}')}"
-    try:
+    with fresh_schema(dsn) as url:
         yield Deployment(tmp_path, url)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture
 def two(deployment: Deployment) -> Iterator[tuple[httpx.Client, httpx.Client]]:
     """Two instances started at the same time (they race to migrate the empty schema)."""
     with ExitStack() as stack:
-        started: list[httpx.Client] = []
-        threads = [
-            threading.Thread(
-                target=lambda n=name: started.append(stack.enter_context(deployment.instance(n)))
-            )
-            for name in ("a", "b")
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-        assert len(started) == 2
-        yield started[0], started[1]
+        first, second = deployment.pair(stack)
+        yield first, second
 
 
 def events(client: httpx.Client, headers: dict[str, str]) -> list[dict[str, Any]]:

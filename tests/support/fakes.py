@@ -1,4 +1,5 @@
-"""Fakes for tests: a clock that moves only when told, principals, write bodies."""
+"""Fakes for tests: a clock that moves only when told, principals, and the one valid write
+(as a service body, an HTTP body, client arguments) that tests vary by overrides."""
 
 from __future__ import annotations
 
@@ -78,6 +79,18 @@ def body(**overrides: Any) -> dict[str, Any]:
     }
     data.update(overrides)
     return data
+
+
+def write_body(**overrides: Any) -> dict[str, Any]:
+    """:func:`body` as JSON for the HTTP API: an override of ``None`` leaves a member out."""
+    return {name: value for name, value in body(**overrides).items() if value is not None}
+
+
+def fact(**overrides: Any) -> dict[str, Any]:
+    """:func:`body` as keyword arguments of ``Client.create`` (no ``expected_version``)."""
+    fields = body(**overrides)
+    fields.pop("expected_version")
+    return fields
 
 
 def query(text: str = "email", **overrides: Any) -> dict[str, Any]:

@@ -15,10 +15,6 @@ API_KEY_VARIABLE = "GMEM_API_KEY"
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-def _version() -> str:
-    return __version__
-
-
 @dataclass(frozen=True, slots=True)
 class Config:
     """The resolved settings of one client."""
@@ -40,7 +36,7 @@ class Config:
     def headers(self) -> dict[str, str]:
         headers = {
             "Accept": "application/json",
-            "User-Agent": f"governed-memory-client/{_version()}",
+            "User-Agent": f"governed-memory-client/{__version__}",
         }
         if self.api_key is not None:
             headers["Authorization"] = f"Bearer {self.api_key}"

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
 import httpx
 
-from governed_memory.client import _wire as w
+from governed_memory.client import _calls as calls
 from governed_memory.client._config import Config
 from governed_memory.client._retry import RETRYABLE, RetryPolicy, unreachable
 from governed_memory.core.model import MemoryItem
-from governed_memory.core.values import Kind, Provenance, Trust
-from governed_memory.service import (
+from governed_memory.core.values import Kind
+from governed_memory.results import (
     AuditEvent,
     ForgetResult,
     QuarantinePage,
@@ -75,7 +74,7 @@ class Client:
     ) -> None:
         self.close()
 
-    def _send(self, call: w.Call[T]) -> T:
+    def _send(self, call: calls.Call[T]) -> T:
         attempts = self._config.retry.attempts if call.retryable else 1
         for attempt in range(1, attempts + 1):
             try:
@@ -89,7 +88,7 @@ class Client:
             except httpx.TransportError as error:
                 raise unreachable(self._config.display_url, error, attempt) from None
             else:
-                return w.decode(response, call)
+                return calls.decode(response, call)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- memories -------------------------------------------------------------------------
@@ -98,81 +97,36 @@ class Client:
         self,
         memory_id: str,
         *,
-        agent_id: str,
-        subject_id: str,
-        purpose: str,
-        kind: Kind | str,
-        content: str,
-        provenance: Provenance | Mapping[str, Any],
-        trust: Trust | str | None = None,
-        confidence: float | None = None,
-        expires_at: datetime | str | None = None,
-        ttl_seconds: int | None = None,
-        supersedes_id: str | None = None,
         expected_version: int = 0,
         idempotency_key: str | None = None,
+        **fields: Unpack[calls.WriteFields],
     ) -> WriteResult:
         """``PUT /v1/memories/{id}``: create (``expected_version`` 0) or replace a memory.
 
-        ``trust`` defaults to the service's ``untrusted`` (quarantined until promoted);
-        ``result.created`` tells a creation (201) from a replacement (200).
+        ``fields`` are those of :class:`~governed_memory.client._calls.WriteFields`:
+        ``agent_id``, ``subject_id``, ``purpose``, ``kind``, ``content`` and ``provenance``,
+        and optionally ``trust``, ``confidence``, ``expires_at`` or ``ttl_seconds``, and
+        ``supersedes_id``. ``trust`` defaults to the service's ``untrusted`` (quarantined
+        until promoted); ``result.created`` tells a creation (201) from a replacement (200).
         """
-        body = w.write_body(
-            agent_id=agent_id,
-            subject_id=subject_id,
-            purpose=purpose,
-            kind=kind,
-            content=content,
-            provenance=provenance,
-            trust=trust,
-            confidence=confidence,
-            expires_at=expires_at,
-            ttl_seconds=ttl_seconds,
-            supersedes_id=supersedes_id,
-            expected_version=expected_version,
-        )
-        return self._send(w.put_call(memory_id, body, idempotency_key))
+        return self._send(calls.put_call(memory_id, fields, expected_version, idempotency_key))
 
     def create(
-        self,
-        *,
-        agent_id: str,
-        subject_id: str,
-        purpose: str,
-        kind: Kind | str,
-        content: str,
-        provenance: Provenance | Mapping[str, Any],
-        trust: Trust | str | None = None,
-        confidence: float | None = None,
-        expires_at: datetime | str | None = None,
-        ttl_seconds: int | None = None,
-        supersedes_id: str | None = None,
-        idempotency_key: str | None = None,
+        self, *, idempotency_key: str | None = None, **fields: Unpack[calls.WriteFields]
     ) -> WriteResult:
-        """``POST /v1/memories``: create a memory whose id the service generates."""
-        body = w.write_body(
-            agent_id=agent_id,
-            subject_id=subject_id,
-            purpose=purpose,
-            kind=kind,
-            content=content,
-            provenance=provenance,
-            trust=trust,
-            confidence=confidence,
-            expires_at=expires_at,
-            ttl_seconds=ttl_seconds,
-            supersedes_id=supersedes_id,
-            expected_version=0,
-        )
-        return self._send(w.post_call(body, idempotency_key))
+        """``POST /v1/memories``: create a memory whose id the service generates.
+
+        ``fields`` are those of :meth:`write`.
+        """
+        return self._send(calls.post_call(fields, idempotency_key))
 
     def get(self, memory_id: str) -> MemoryItem:
         """``GET /v1/memories/{id}``: one memory (content ``None`` once deleted)."""
-        return self._send(w.get_call(memory_id))
+        return self._send(calls.get_call(memory_id))
 
     def history(self, memory_id: str) -> list[AuditEvent]:
         """``GET /v1/memories/{id}/history``: every event that changed it, without content."""
-        return self._send(w.history_call(memory_id))
+        return self._send(calls.history_call(memory_id))
 
     # -- review ---------------------------------------------------------------------------
 
@@ -181,7 +135,7 @@ class Client:
     ) -> MemoryItem:
         """``POST /v1/memories/{id}/promote``: quarantined → active and verified."""
         return self._send(
-            w.review_call("promote", memory_id, expected_version, None, idempotency_key)
+            calls.review_call("promote", memory_id, expected_version, None, idempotency_key)
         )
 
     def reject(
@@ -194,7 +148,7 @@ class Client:
     ) -> MemoryItem:
         """``POST /v1/memories/{id}/reject``: quarantined → rejected."""
         return self._send(
-            w.review_call("reject", memory_id, expected_version, reason, idempotency_key)
+            calls.review_call("reject", memory_id, expected_version, reason, idempotency_key)
         )
 
     def list_quarantine(
@@ -206,7 +160,7 @@ class Client:
         cursor: str | None = None,
     ) -> QuarantinePage:
         """``GET /v1/quarantine``: one page of the review queue, oldest first."""
-        return self._send(w.quarantine_call(agent_id, purpose, limit, cursor))
+        return self._send(calls.quarantine_call(agent_id, purpose, limit, cursor))
 
     # -- retrieval ------------------------------------------------------------------------
 
@@ -225,16 +179,16 @@ class Client:
 
         The results are data, never instructions or authorization to act (SPEC §2 rule 9).
         """
-        body = w.search_body(
+        call = calls.search_call(
             agent_id=agent_id,
             purpose=purpose,
             query=query,
             subject_id=subject_id,
-            kinds=None if kinds is None else list(kinds),
+            kinds=kinds,
             limit=limit,
             token_budget=token_budget,
         )
-        return self._send(w.search_call(body))
+        return self._send(call)
 
     # -- subjects and audit ---------------------------------------------------------------
 
@@ -242,25 +196,25 @@ class Client:
         self, subject_id: str, *, idempotency_key: str | None = None
     ) -> ForgetResult:
         """``POST /v1/subjects/{subject_id}/forget``: delete and crypto-shred a subject."""
-        return self._send(w.forget_call(subject_id, idempotency_key))
+        return self._send(calls.forget_call(subject_id, idempotency_key))
 
     def events(self, after: int = 0, limit: int = 100) -> list[AuditEvent]:
         """``GET /v1/events``: the tenant's content-free audit feed after a position."""
-        return self._send(w.events_call(after, limit))
+        return self._send(calls.events_call(after, limit))
 
     # -- operations -----------------------------------------------------------------------
 
     def live(self) -> bool:
         """``GET /health/live``: whether the process answers."""
-        return self._send(w.health_call("/health/live"))
+        return self._send(calls.health_call("/health/live"))
 
     def ready(self) -> bool:
         """``GET /health/ready``: whether the service can reach its store (False on 503)."""
-        return self._send(w.health_call("/health/ready"))
+        return self._send(calls.health_call("/health/ready"))
 
     def health(self) -> bool:
         """``GET /health``: live and ready."""
-        return self._send(w.health_call("/health"))
+        return self._send(calls.health_call("/health"))
 
 
 __all__ = ["Client"]

@@ -1,10 +1,17 @@
-"""Authorization rules shared by every decision: scopes, agents, and what a caller may see."""
+"""Authorization rules, each stated once: scopes, agents, trust caps, and what a caller sees.
+
+The service checks them before it looks up an idempotency key (so a replay is authorized
+like the request it repeats) and the decide functions check them again; both call these
+functions, so the rule and its words exist once.
+"""
 
 from __future__ import annotations
 
+from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import ItemState, Principal
+from governed_memory.core.retrieval import SearchQuery
 from governed_memory.core.values import Scope
-from governed_memory.errors import PermissionDenied
+from governed_memory.errors import NotFound, PermissionDenied
 
 
 def require_scope(principal: Principal, scope: Scope) -> None:
@@ -19,6 +26,43 @@ def require_agent(principal: Principal, agent_id: str) -> None:
         raise PermissionDenied(f"this credential may not act for agent {agent_id!r}")
 
 
+def require_write(principal: Principal, command: WriteMemory) -> None:
+    """A write needs its scope, the agent it writes for, and trust within the key's cap."""
+    require_scope(principal, Scope.MEMORY_WRITE)
+    require_agent(principal, command.agent_id)
+    if not principal.may_claim(command.trust):
+        raise PermissionDenied(
+            f"this credential may write trust up to {principal.max_trust.value}, "
+            f"not {command.trust.value}"
+        )
+
+
+def require_review(principal: Principal) -> None:
+    """Promotion and rejection need the review scope (which item: see ``require_visible``)."""
+    require_scope(principal, Scope.MEMORY_REVIEW)
+
+
+def require_forget(principal: Principal) -> None:
+    """Forgetting needs its scope, and nothing else: erasure is subject-wide (SPEC §7)."""
+    require_scope(principal, Scope.SUBJECT_FORGET)
+
+
+def require_search(principal: Principal, query: SearchQuery) -> None:
+    """A search needs the read scope and the agent whose memories it searches."""
+    require_scope(principal, Scope.MEMORY_READ)
+    require_agent(principal, query.agent_id)
+
+
+def require_feed(principal: Principal) -> None:
+    """The audit feed names every agent's items: it needs its scope and a key for all agents.
+
+    Per-item history stays open to agent-bound keys (``require_visible``).
+    """
+    require_scope(principal, Scope.AUDIT_READ)
+    if principal.agents is not None:
+        raise PermissionDenied("the audit feed is tenant-wide: it needs a key for every agent")
+
+
 def visible(principal: Principal, item: ItemState) -> bool:
     """Whether the caller may know the item exists (its tenant, and an agent it acts for).
 
@@ -26,3 +70,10 @@ def visible(principal: Principal, item: ItemState) -> bool:
     endpoint becomes an oracle for another tenant's or agent's ids (SPEC §5).
     """
     return item.tenant_id == principal.tenant_id and principal.may_act_for(item.agent_id)
+
+
+def require_visible(principal: Principal, item: ItemState | None, memory_id: str) -> ItemState:
+    """The item, if the caller may know it exists; otherwise ``NotFound``, as if unknown."""
+    if item is None or not visible(principal, item):
+        raise NotFound(f"memory {memory_id!r} not found")
+    return item

@@ -54,13 +54,29 @@ class _Collector:
             )
 
 
-def version(value: object, field: str = "expected_version") -> int:
-    """A version number: an integer ≥ 0 (0 means the item must not exist yet)."""
+def bounded_int(value: object, field: str, low: int, high: int | None = None) -> int:
+    """An integer (never a bool) from ``low`` up to ``high``, or without a ceiling."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError.field(field, "must be an integer")
-    if value < 0:
-        raise ValidationError.field(field, "must be 0 or more")
+    if high is None and value < low:
+        raise ValidationError.field(field, f"must be {low} or more")
+    if high is not None and not low <= value <= high:
+        raise ValidationError.field(field, f"must be between {low} and {high}")
     return value
+
+
+def version(value: object, field: str = "expected_version") -> int:
+    """A version number: an integer ≥ 0 (0 means the item must not exist yet)."""
+    return bounded_int(value, field, 0)
+
+
+def _refuse_unknown(raw: Mapping[str, Any], known: frozenset[str]) -> None:
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValidationError(
+            "unknown fields: " + ", ".join(unknown),
+            [FieldError(name, "is not a known field") for name in unknown],
+        )
 
 
 def _optional(
@@ -107,12 +123,7 @@ class WriteMemory:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> WriteMemory:
         """Validate a write given as a mapping; ``None`` means absent (SPEC §13)."""
-        unknown = set(raw) - WRITE_FIELDS
-        if unknown:
-            raise ValidationError(
-                "unknown fields: " + ", ".join(sorted(unknown)),
-                [FieldError(name, "is not a known field") for name in sorted(unknown)],
-            )
+        _refuse_unknown(raw, WRITE_FIELDS)
         c = _Collector()
         memory_id = c.check(_optional(raw, "id", v.memory_id))
         agent = c.check(lambda: v.agent_id(raw.get("agent_id")))
@@ -236,14 +247,6 @@ SEARCH_FIELDS = frozenset(
 )
 
 
-def _bounded_int(value: object, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError.field(field, "must be an integer")
-    if not low <= value <= high:
-        raise ValidationError.field(field, f"must be between {low} and {high}")
-    return value
-
-
 def _kinds(value: object) -> frozenset[Kind]:
     if not isinstance(value, list | tuple | set | frozenset) or not value:
         raise ValidationError.field("kinds", "must be a non-empty list of kinds")
@@ -252,12 +255,7 @@ def _kinds(value: object) -> frozenset[Kind]:
 
 def parse_search(raw: Mapping[str, Any]) -> SearchQuery:
     """Validate a search request given as a mapping; ``None`` means absent."""
-    unknown = set(raw) - SEARCH_FIELDS
-    if unknown:
-        raise ValidationError(
-            "unknown fields: " + ", ".join(sorted(unknown)),
-            [FieldError(name, "is not a known field") for name in sorted(unknown)],
-        )
+    _refuse_unknown(raw, SEARCH_FIELDS)
     c = _Collector()
     agent = c.check(lambda: v.agent_id(raw.get("agent_id")))
     purpose = c.check(lambda: v.purpose(raw.get("purpose")))
@@ -266,9 +264,9 @@ def parse_search(raw: Mapping[str, Any]) -> SearchQuery:
     )
     subject = c.check(_optional(raw, "subject_id", v.subject_id))
     kinds = c.check(_optional(raw, "kinds", _kinds))
-    limit = c.check(_optional(raw, "limit", lambda x: _bounded_int(x, "limit", 1, 100)))
+    limit = c.check(_optional(raw, "limit", lambda x: bounded_int(x, "limit", 1, 100)))
     budget = c.check(
-        _optional(raw, "token_budget", lambda x: _bounded_int(x, "token_budget", 1, 32_000))
+        _optional(raw, "token_budget", lambda x: bounded_int(x, "token_budget", 1, 32_000))
     )
     c.raise_if_any()
     assert agent is not None and purpose is not None and query is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from governed_memory.core.values import Kind, Provenance, Status, Trust
 
@@ -17,8 +17,10 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryWritten:
-    """An item was created or rewritten (same id, expected version)."""
+class ItemEvent:
+    """What every single-item event carries, in this order: its id, the tenant, the item it
+    changed, the item version it produced, when, who, and the idempotency key of the request
+    that caused it. The concrete events below add their own fields after these."""
 
     event_id: str
     tenant_id: str
@@ -27,6 +29,24 @@ class MemoryWritten:
     occurred_at: datetime
     actor: str
     idempotency_key: str | None
+
+
+class EventHeader(TypedDict):
+    """The fields of :class:`ItemEvent` as keyword arguments, for building any item event."""
+
+    event_id: str
+    tenant_id: str
+    memory_id: str
+    version: int
+    occurred_at: datetime
+    actor: str
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWritten(ItemEvent):
+    """An item was created or rewritten (same id, expected version)."""
+
     agent_id: str
     subject_id: str
     purpose: str
@@ -45,63 +65,33 @@ class MemoryWritten:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryPromoted:
+class MemoryPromoted(ItemEvent):
     """A reviewer promoted a quarantined item: it becomes active and verified."""
-
-    event_id: str
-    tenant_id: str
-    memory_id: str
-    version: int
-    occurred_at: datetime
-    actor: str
-    idempotency_key: str | None
 
     type: ClassVar[str] = "memory.promoted"
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryRejected:
+class MemoryRejected(ItemEvent):
     """A reviewer rejected a quarantined item; the reason is sealed like content."""
 
-    event_id: str
-    tenant_id: str
-    memory_id: str
-    version: int
-    occurred_at: datetime
-    actor: str
-    idempotency_key: str | None
     reason: bytes | None
 
     type: ClassVar[str] = "memory.rejected"
 
 
 @dataclass(frozen=True, slots=True)
-class MemorySuperseded:
+class MemorySuperseded(ItemEvent):
     """A correction took effect: the old item is superseded by ``superseded_by``."""
 
-    event_id: str
-    tenant_id: str
-    memory_id: str
-    version: int
-    occurred_at: datetime
-    actor: str
-    idempotency_key: str | None
     superseded_by: str
 
     type: ClassVar[str] = "memory.superseded"
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryExpired:
+class MemoryExpired(ItemEvent):
     """The item's time-to-live ran out."""
-
-    event_id: str
-    tenant_id: str
-    memory_id: str
-    version: int
-    occurred_at: datetime
-    actor: str
-    idempotency_key: str | None
 
     type: ClassVar[str] = "memory.expired"
 

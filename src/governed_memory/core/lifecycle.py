@@ -7,11 +7,18 @@ the command produces, or raises a domain error. No IO, no clock, no randomness o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from governed_memory.core.access import require_agent, require_scope, visible
+from governed_memory.core.access import (
+    require_forget,
+    require_review,
+    require_visible,
+    require_write,
+    visible,
+)
 from governed_memory.core.commands import (
     ExpireMemory,
     ForgetSubject,
@@ -21,6 +28,7 @@ from governed_memory.core.commands import (
 )
 from governed_memory.core.events import (
     Event,
+    EventHeader,
     MemoryExpired,
     MemoryPromoted,
     MemoryRejected,
@@ -30,7 +38,7 @@ from governed_memory.core.events import (
 )
 from governed_memory.core.model import LIVE_STATUSES, ItemState, Principal
 from governed_memory.core.policy import TtlPolicy, capped_confidence
-from governed_memory.core.values import Scope, Status, Trust
+from governed_memory.core.values import Status, Trust
 from governed_memory.errors import (
     InvalidTransition,
     NotFound,
@@ -51,6 +59,23 @@ class Context:
     idempotency_key: str | None = None
     policy: TtlPolicy = field(default_factory=TtlPolicy)
 
+    def header(self, tenant_id: str, memory_id: str, version: int) -> EventHeader:
+        """The common fields of an event this decision makes: a fresh id, now, the actor
+        and the request's idempotency key, for the item version it produces."""
+        return EventHeader(
+            event_id=self.new_id(),
+            tenant_id=tenant_id,
+            memory_id=memory_id,
+            version=version,
+            occurred_at=self.now,
+            actor=self.principal.principal_id,
+            idempotency_key=self.idempotency_key,
+        )
+
+    def next_of(self, item: ItemState) -> EventHeader:
+        """The header of an event that moves ``item`` to its next version."""
+        return self.header(item.tenant_id, item.id, item.version + 1)
+
 
 @dataclass(frozen=True, slots=True)
 class SealedContent:
@@ -59,6 +84,10 @@ class SealedContent:
     blob: bytes
     content_hash: str
     tokens: int
+
+
+#: The empty content slot of a write decided before its content is sealed.
+UNSEALED = SealedContent(b"", "", 0)
 
 
 def _check_version(memory_id: str, current: ItemState | None, expected: int) -> None:
@@ -86,18 +115,7 @@ def _supersede(
         return []
     if correction is not None and not _same_scope(correction, target):
         return []
-    return [
-        MemorySuperseded(
-            event_id=ctx.new_id(),
-            tenant_id=target.tenant_id,
-            memory_id=target.id,
-            version=target.version + 1,
-            occurred_at=ctx.now,
-            actor=ctx.principal.principal_id,
-            idempotency_key=ctx.idempotency_key,
-            superseded_by=correction_id,
-        )
-    ]
+    return [MemorySuperseded(**ctx.next_of(target), superseded_by=correction_id)]
 
 
 def decide_write(
@@ -108,37 +126,17 @@ def decide_write(
     current: ItemState | None,
     target: ItemState | None,
 ) -> list[Event]:
-    """Create or rewrite an item; quarantine what is untrusted; apply a correction."""
-    principal = ctx.principal
-    require_scope(principal, Scope.MEMORY_WRITE)
-    require_agent(principal, command.agent_id)
-    if not principal.may_claim(command.trust):
-        raise PermissionDenied(
-            f"this credential may write trust up to {principal.max_trust.value}, "
-            f"not {command.trust.value}"
-        )
-    if current is not None and not visible(principal, current):
-        if command.expected_version == 0:
-            # Ids are unique per tenant, so the clash itself cannot be hidden; its
-            # version and state can.
-            raise InvalidTransition(f"memory id {memory_id!r} is already in use")
-        raise NotFound(f"memory {memory_id!r} not found")
-    _check_version(memory_id, current, command.expected_version)
-    if current is not None:
-        _check_rewrite(ctx, command, current)
-    elif command.supersedes_id is not None:
-        _check_correction_target(ctx, command, target)
+    """Create or rewrite an item; quarantine what is untrusted; apply a correction.
 
+    The service may decide before it seals (``sealed`` is then :data:`UNSEALED`) and fill
+    the content in afterwards with :func:`with_content`: the rules never look at it.
+    """
+    _check_write(ctx, command, memory_id, current, target)
+    principal = ctx.principal
     status = Status.QUARANTINED if command.trust is Trust.UNTRUSTED else Status.ACTIVE
     supersedes_id = command.supersedes_id if current is None else current.supersedes_id
     written = MemoryWritten(
-        event_id=ctx.new_id(),
-        tenant_id=principal.tenant_id,
-        memory_id=memory_id,
-        version=command.expected_version + 1,
-        occurred_at=ctx.now,
-        actor=principal.principal_id,
-        idempotency_key=ctx.idempotency_key,
+        **ctx.header(principal.tenant_id, memory_id, command.expected_version + 1),
         agent_id=command.agent_id,
         subject_id=command.subject_id,
         purpose=command.purpose,
@@ -160,6 +158,44 @@ def decide_write(
     if status is Status.ACTIVE and supersedes_id is not None:
         events += _supersede(ctx, memory_id, current, target)
     return events
+
+
+def _check_write(
+    ctx: Context,
+    command: WriteMemory,
+    memory_id: str,
+    current: ItemState | None,
+    target: ItemState | None,
+) -> None:
+    require_write(ctx.principal, command)
+    if current is not None and not visible(ctx.principal, current):
+        if command.expected_version == 0:
+            # Ids are unique per tenant, so the clash itself cannot be hidden; its
+            # version and state can.
+            raise InvalidTransition(f"memory id {memory_id!r} is already in use")
+        raise NotFound(f"memory {memory_id!r} not found")
+    _check_version(memory_id, current, command.expected_version)
+    if current is not None:
+        _check_rewrite(ctx, command, current)
+    elif command.supersedes_id is not None:
+        _check_correction_target(ctx, command, target)
+
+
+def with_content(events: Sequence[Event], sealed: SealedContent) -> list[Event]:
+    """A decided write's events, its written event now holding the sealed content."""
+    written, *rest = events
+    assert isinstance(written, MemoryWritten), "a write decides memory.written first"
+    filled = dataclasses.replace(
+        written, content=sealed.blob, content_hash=sealed.content_hash, tokens=sealed.tokens
+    )
+    return [filled, *rest]
+
+
+def with_reason(events: Sequence[Event], sealed_reason: bytes) -> list[Event]:
+    """A decided rejection, its event now holding the sealed reason."""
+    (rejected,) = events
+    assert isinstance(rejected, MemoryRejected), "a rejection decides memory.rejected"
+    return [dataclasses.replace(rejected, reason=sealed_reason)]
 
 
 def effective_status(item: ItemState, now: datetime) -> Status:
@@ -207,9 +243,8 @@ def _check_correction_target(ctx: Context, command: WriteMemory, target: ItemSta
 def _reviewable(
     ctx: Context, memory_id: str, current: ItemState | None, expected: int
 ) -> ItemState:
-    require_scope(ctx.principal, Scope.MEMORY_REVIEW)
-    if current is None or not visible(ctx.principal, current):
-        raise NotFound(f"memory {memory_id!r} not found")
+    require_review(ctx.principal)
+    current = require_visible(ctx.principal, current, memory_id)
     _check_version(memory_id, current, expected)
     status = effective_status(current, ctx.now)
     if status is not Status.QUARANTINED:
@@ -229,17 +264,7 @@ def decide_promote(
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
     if item.written_by == ctx.principal.principal_id:
         raise SelfPromotion(f"memory {item.id!r} was written by this principal")
-    events: list[Event] = [
-        MemoryPromoted(
-            event_id=ctx.new_id(),
-            tenant_id=item.tenant_id,
-            memory_id=item.id,
-            version=item.version + 1,
-            occurred_at=ctx.now,
-            actor=ctx.principal.principal_id,
-            idempotency_key=ctx.idempotency_key,
-        )
-    ]
+    events: list[Event] = [MemoryPromoted(**ctx.next_of(item))]
     if item.supersedes_id is not None:
         events += _supersede(ctx, item.id, item, target)
     return events
@@ -253,18 +278,7 @@ def decide_reject(
 ) -> list[Event]:
     """A reviewer rejects a quarantined item; it is kept, never retrieved."""
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
-    return [
-        MemoryRejected(
-            event_id=ctx.new_id(),
-            tenant_id=item.tenant_id,
-            memory_id=item.id,
-            version=item.version + 1,
-            occurred_at=ctx.now,
-            actor=ctx.principal.principal_id,
-            idempotency_key=ctx.idempotency_key,
-            reason=sealed_reason,
-        )
-    ]
+    return [MemoryRejected(**ctx.next_of(item), reason=sealed_reason)]
 
 
 def decide_expire(ctx: Context, command: ExpireMemory, current: ItemState | None) -> list[Event]:
@@ -274,24 +288,14 @@ def decide_expire(ctx: Context, command: ExpireMemory, current: ItemState | None
     _check_version(command.memory_id, current, command.expected_version)
     if current.status not in LIVE_STATUSES or current.expires_at > ctx.now:
         raise InvalidTransition(f"memory {current.id!r} is not due to expire", current.version)
-    return [
-        MemoryExpired(
-            event_id=ctx.new_id(),
-            tenant_id=current.tenant_id,
-            memory_id=current.id,
-            version=current.version + 1,
-            occurred_at=ctx.now,
-            actor=ctx.principal.principal_id,
-            idempotency_key=ctx.idempotency_key,
-        )
-    ]
+    return [MemoryExpired(**ctx.next_of(current))]
 
 
 def decide_forget(
     ctx: Context, command: ForgetSubject, items: Sequence[ItemState], has_key: bool
 ) -> list[Event]:
     """Delete every item of the subject; with nothing to delete, nothing changes."""
-    require_scope(ctx.principal, Scope.SUBJECT_FORGET)
+    require_forget(ctx.principal)
     remaining = [item for item in items if item.status is not Status.DELETED]
     if not remaining and not has_key:
         return []

@@ -7,6 +7,7 @@ by the service only after it has decrypted the blob with the subject's key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from governed_memory.core.values import (
     Scope,
     Status,
     Trust,
+    from_rfc3339,
     rfc3339,
 )
 
@@ -153,3 +155,36 @@ class MemoryItem:
             "supersedes_id": self.supersedes_id,
             "superseded_by": self.superseded_by,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryItem:
+        """The item :meth:`to_dict` wrote; members it did not write (a score) are ignored.
+
+        It reads the service's answers, so it checks shapes, not the rules of SPEC §13:
+        ``KeyError``, ``TypeError`` or ``ValueError`` when ``data`` is not an item.
+        """
+        provenance = data["provenance"]
+        return cls(
+            id=str(data["id"]),
+            tenant_id=str(data["tenant_id"]),
+            agent_id=str(data["agent_id"]),
+            subject_id=str(data["subject_id"]),
+            purpose=str(data["purpose"]),
+            kind=Kind(data["kind"]),
+            content=data["content"],
+            content_hash=str(data["content_hash"]),
+            provenance=Provenance(
+                source=str(provenance["source"]),
+                ref=str(provenance["ref"]),
+                version=provenance.get("version"),
+            ),
+            trust=Trust(data["trust"]),
+            confidence=float(data["confidence"]),
+            created_at=from_rfc3339(data["created_at"]),
+            updated_at=from_rfc3339(data["updated_at"]),
+            expires_at=from_rfc3339(data["expires_at"]),
+            version=int(data["version"]),
+            status=Status(data["status"]),
+            supersedes_id=data.get("supersedes_id"),
+            superseded_by=data.get("superseded_by"),
+        )

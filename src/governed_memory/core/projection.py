@@ -16,6 +16,7 @@ from governed_memory.core.events import (
     MemoryRejected,
     MemorySuperseded,
     MemoryWritten,
+    StoredEvent,
     SubjectForgotten,
 )
 from governed_memory.core.model import ItemState
@@ -136,6 +137,20 @@ def replay(events: Iterable[Event]) -> dict[ItemKey, ItemState]:
     for event in events:
         projection.fold(event)
     return projection.items
+
+
+def versions_of(
+    memory_id: str, log: Iterable[StoredEvent]
+) -> Iterator[tuple[StoredEvent, ItemState]]:
+    """Every event of ``log`` that changed the item, with the item as that event left it.
+
+    ``log`` holds the item's events and its subject's forgets (``memory_events``).
+    """
+    projection = Projection()
+    for stored in log:
+        for item in projection.fold(stored.event):
+            if item.id == memory_id:
+                yield stored, item
 
 
 def diff(

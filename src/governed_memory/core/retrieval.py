@@ -24,6 +24,9 @@ B = 0.75
 CONFIDENCE_WEIGHT = 1.0
 RECENCY_WEIGHT = 0.5
 RECENCY_HALF_LIFE_DAYS = 30.0
+MICROS_PER_DAY = 86_400 * 1_000_000
+#: The half-life in microseconds, for stores that keep instants as integer microseconds.
+RECENCY_HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * MICROS_PER_DAY
 #: The most confidence and recency can add to a score (both parts are at most 1).
 STATIC_MAX = CONFIDENCE_WEIGHT + RECENCY_WEIGHT
 MAX_QUERY_TERMS = 32
@@ -121,8 +124,33 @@ def idf(documents: int, frequency: int) -> float:
 
 def recency(updated_at: datetime, now: datetime) -> float:
     """1 for an item changed now, 1/2 after one half-life, tending to 0 with age."""
-    age_days = max((now - updated_at).total_seconds(), 0.0) / 86_400
+    return _freshness(max((now - updated_at).total_seconds(), 0.0) / 86_400)
+
+
+def _freshness(age_days: float) -> float:
     return 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+
+
+def lexical_part(
+    weights: Mapping[int, float], frequencies: Mapping[int, int], length: int, average: float
+) -> float:
+    """BM25 of one item: each query term's ``weights[t]`` (its IDF) times its saturated,
+    length-normalized frequency in the item, summed in the order of ``weights``."""
+    norm = K1 * (1.0 - B + B * length / average)
+    lexical = 0.0
+    for term, weight in weights.items():
+        tf = frequencies.get(term, 0)
+        if tf:
+            lexical += weight * tf * (K1 + 1.0) / (tf + norm)
+    return lexical
+
+
+def static_parts(confidence: float, age_days: float) -> tuple[float, float]:
+    """The confidence and recency parts of a score: what an item adds to any query.
+
+    With :func:`lexical_part`, the whole formula of :func:`rank`; the stores' SQL
+    prefilters compute the same sum in SQL, and the core ranks their survivors again."""
+    return CONFIDENCE_WEIGHT * confidence, RECENCY_WEIGHT * _freshness(age_days)
 
 
 def term_upper_bound(weight: float) -> float:
@@ -166,16 +194,12 @@ def rank(
     average = stats.average_length
     ranked = []
     for c in candidates:
-        norm = K1 * (1.0 - B + B * c.length / average)
-        lexical = 0.0
-        for term, weight in weights.items():
-            tf = c.term_frequencies.get(term, 0)
-            if tf:
-                lexical += weight * tf * (K1 + 1.0) / (tf + norm)
+        age_days = max((now - c.updated_at).total_seconds(), 0.0) / 86_400
+        confidence, fresh = static_parts(c.confidence, age_days)
         parts = {
-            "lexical": lexical,
-            "confidence": CONFIDENCE_WEIGHT * c.confidence,
-            "recency": RECENCY_WEIGHT * recency(c.updated_at, now),
+            "lexical": lexical_part(weights, c.term_frequencies, c.length, average),
+            "confidence": confidence,
+            "recency": fresh,
         }
         ranked.append(Ranked(c, parts["lexical"] + parts["confidence"] + parts["recency"], parts))
     ranked.sort(key=lambda r: (-r.score, r.candidate.memory_id))

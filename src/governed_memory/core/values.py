@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from governed_memory.errors import ValidationError
 
@@ -22,10 +22,24 @@ MAX_CONTENT_CHARS = 8_000
 MAX_TEXT_CHARS = 1_000
 MAX_QUERY_CHARS = 1_000
 
-_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_TENANT = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-_AGENT = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
-_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+#: The identifier alphabets of SPEC §3, written once. The core matches them whole; the HTTP
+#: schemas and the MCP arguments, whose validators search, use :func:`anchored` copies.
+ID_PATTERN = r"[A-Za-z0-9._:-]{1,128}"
+#: Tenants and purposes: a lowercase slug.
+SLUG_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
+#: Agents, subjects and principals.
+NAME_PATTERN = r"[A-Za-z0-9._:@-]{1,128}"
+IDEMPOTENCY_KEY_PATTERN = r"[\x21-\x7e]{1,255}"
+
+_ID = re.compile(ID_PATTERN)
+_SLUG = re.compile(SLUG_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
+_IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+
+
+def anchored(pattern: str) -> str:
+    """``pattern`` for validators that search rather than match whole (JSON Schema, pydantic)."""
+    return f"^{pattern}$"
 
 
 class Kind(StrEnum):
@@ -67,6 +81,12 @@ class Scope(StrEnum):
     ADMIN = "admin"
 
 
+#: The enums' values as types, for schemas that list them (HTTP, MCP); a test checks that
+#: each lists exactly its enum's values.
+KindName = Literal["fact", "preference", "skill", "working_note"]
+TrustName = Literal["untrusted", "trusted", "verified"]
+StatusName = Literal["quarantined", "active", "superseded", "rejected", "expired", "deleted"]
+
 E = TypeVar("E", bound=StrEnum)
 
 TRUST_RANK = {Trust.UNTRUSTED: 0, Trust.TRUSTED: 1, Trust.VERIFIED: 2}
@@ -87,27 +107,27 @@ def memory_id(value: object, field: str = "id") -> str:
 
 def tenant_id(value: object, field: str = "tenant_id") -> str:
     """A tenant id: ``^[a-z0-9][a-z0-9._-]{0,63}$``."""
-    return _fullmatch(_TENANT, value, field, "tenant")
+    return _fullmatch(_SLUG, value, field, "tenant")
 
 
 def agent_id(value: object, field: str = "agent_id") -> str:
     """An agent id: ``^[A-Za-z0-9._:@-]{1,128}$``."""
-    return _fullmatch(_AGENT, value, field, "agent")
+    return _fullmatch(_NAME, value, field, "agent")
 
 
 def subject_id(value: object, field: str = "subject_id") -> str:
     """A subject id: ``^[A-Za-z0-9._:@-]{1,128}$``."""
-    return _fullmatch(_AGENT, value, field, "subject")
+    return _fullmatch(_NAME, value, field, "subject")
 
 
 def purpose(value: object, field: str = "purpose") -> str:
     """A purpose: ``^[a-z0-9][a-z0-9._-]{0,63}$``."""
-    return _fullmatch(_TENANT, value, field, "purpose")
+    return _fullmatch(_SLUG, value, field, "purpose")
 
 
 def principal_id(value: object, field: str = "principal_id") -> str:
     """A principal id (who acts): same alphabet as agent ids."""
-    return _fullmatch(_AGENT, value, field, "principal")
+    return _fullmatch(_NAME, value, field, "principal")
 
 
 def idempotency_key(value: object, field: str = "idempotency_key") -> str:
@@ -192,6 +212,14 @@ def from_micros(micros: int) -> datetime:
 def rfc3339(instant: datetime) -> str:
     """An instant as RFC 3339 UTC with a ``Z`` suffix and microseconds."""
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_rfc3339(text: str) -> datetime:
+    """The instant :func:`rfc3339` wrote; ``ValueError`` if ``text`` is not a timestamp.
+
+    This reads the service's own answers; input from callers goes through :func:`utc`.
+    """
+    return datetime.fromisoformat(text)
 
 
 @dataclass(frozen=True, slots=True)

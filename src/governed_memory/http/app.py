@@ -1,8 +1,10 @@
-"""The composition root of the HTTP service: ``create_app(settings)``.
+"""The HTTP service assembled: ``create_app(settings)``.
 
-It opens the service the settings describe (or takes one ready-made, for tests), wires the
-metrics listener, the authenticator and its rate limiter, the error table and the
-middleware, and ties the expiry worker to the app's lifespan. Middleware, outermost first:
+It opens the service the settings describe through the composition root
+(:mod:`governed_memory.bootstrap`), or takes one ready-made with the store of its API keys
+(tests, embedding), and wires the metrics listener, the authenticator and its rate
+limiter, the error table and the middleware, and ties the expiry worker to the app's
+lifespan. Middleware, outermost first:
 
 1. access log and HTTP metrics (sees every final status, including the 500s below);
 2. unexpected errors → 500 problem without internals;
@@ -12,15 +14,16 @@ middleware, and ties the expiry worker to the app's lifespan. Middleware, outerm
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
+from governed_memory import bootstrap
 from governed_memory._version import __version__
 from governed_memory.config import Settings, load_settings
-from governed_memory.factory import open_service
 from governed_memory.http import problems
+from governed_memory.http.access_log import AccessLogMiddleware
 from governed_memory.http.auth import Authenticator
 from governed_memory.http.limits import (
     BodyLimitMiddleware,
@@ -28,7 +31,8 @@ from governed_memory.http.limits import (
     RateLimitHeadersMiddleware,
 )
 from governed_memory.http.routes import metrics_router, router
-from governed_memory.observability import AccessLogMiddleware, Metrics
+from governed_memory.observability import Metrics
+from governed_memory.ports import ApiKeys
 from governed_memory.service import MemoryService
 from governed_memory.worker import ExpiryWorker
 
@@ -45,29 +49,53 @@ action by itself.
 """
 
 
-def open_from_settings(settings: Settings) -> MemoryService:
-    """The service the settings describe (store opened and migrated, keyring loaded)."""
-    return open_service(
-        data_dir=settings.data_dir,
-        database_url=settings.database_url,
-        master_key=settings.master_key_value(),
-        synchronous=settings.sqlite_synchronous,
-        policy=settings.ttl_policy(),
-        **settings.store_options(),
-    )
-
-
 def create_app(
-    settings: Settings | None = None, *, service: MemoryService | None = None
+    settings: Settings | None = None,
+    *,
+    service: MemoryService | None = None,
+    api_keys: ApiKeys | None = None,
 ) -> FastAPI:
-    """The HTTP app over ``service``, or over the service the settings describe."""
+    """The HTTP app over the service the settings describe, closed when the app stops.
+
+    Given ``service`` and ``api_keys`` (the store its API keys live in), the app serves
+    those and leaves closing them to the caller.
+    """
     settings = settings or load_settings()
     owned = service is None
-    service = service or open_from_settings(settings)
+    if service is None:
+        service, api_keys = bootstrap.open_from(settings)
+    elif api_keys is None:
+        raise TypeError("create_app(service=...) needs api_keys=..., the store of its API keys")
     metrics = Metrics() if settings.metrics_enabled else None
     if metrics is not None:
         service.listeners.append(metrics.observe_events)
     worker = ExpiryWorker(service, settings.expiry_interval_seconds)
+    app = FastAPI(
+        title="governed-memory",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=_lifespan(worker, service if owned else None),
+    )
+    limiter = FixedWindowLimiter(settings.rate_limit_requests, settings.rate_limit_window_seconds)
+    app.state.settings = settings
+    app.state.service = service
+    app.state.api_keys = api_keys
+    app.state.metrics = metrics
+    app.state.worker = worker
+    app.state.limiter = limiter
+    app.state.authenticate = Authenticator(api_keys, limiter)
+    problems.install(app, metrics)
+    app.include_router(router)
+    if metrics is not None:
+        app.include_router(metrics_router)
+    _add_middleware(app, settings, metrics)
+    return app
+
+
+def _lifespan(
+    worker: ExpiryWorker, owned: MemoryService | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Run the expiry worker while the app serves; then close the service if it is ours."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -76,32 +104,18 @@ def create_app(
             yield
         finally:
             await worker.stop()
-            if owned:
-                service.store.close()
+            if owned is not None:
+                owned.close()
 
-    app = FastAPI(
-        title="governed-memory",
-        version=__version__,
-        description=DESCRIPTION,
-        lifespan=lifespan,
-    )
-    app.state.settings = settings
-    app.state.service = service
-    app.state.metrics = metrics
-    app.state.worker = worker
-    limiter = FixedWindowLimiter(settings.rate_limit_requests, settings.rate_limit_window_seconds)
-    app.state.limiter = limiter
-    app.state.authenticate = Authenticator(service.store, limiter)
-    problems.install(app, metrics)
-    app.include_router(router)
-    if metrics is not None:
-        app.include_router(metrics_router)
+    return lifespan
+
+
+def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
     # add_middleware puts each new layer outside the previous ones: innermost first.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RateLimitHeadersMiddleware)
     app.add_middleware(problems.UnexpectedErrorMiddleware)
     app.add_middleware(AccessLogMiddleware, metrics=metrics)
-    return app
 
 
-__all__ = ["create_app", "open_from_settings"]
+__all__ = ["create_app"]

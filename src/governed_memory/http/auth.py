@@ -16,12 +16,12 @@ from starlette.concurrency import run_in_threadpool
 from governed_memory.apikeys import split_token, verify
 from governed_memory.core.model import Principal
 from governed_memory.errors import AuthenticationError, ReadWouldWait, ValidationError
+from governed_memory.http.access_log import KEY_ID_STATE
 from governed_memory.http.limits import FixedWindowLimiter
-from governed_memory.ports import Store
+from governed_memory.ports import ApiKeys
 
 TENANT_QUERY_PARAMETERS = frozenset({"tenant_id", "tenant", "tenantid"})
 TENANT_HEADERS = frozenset({"x-tenant-id", "x-tenant", "tenant-id"})
-KEY_ID_STATE = "key_id"
 
 
 def refuse_tenant_naming(request: Request) -> None:
@@ -56,16 +56,16 @@ class Authenticator:
     request on, on every instance.
     """
 
-    def __init__(self, store: Store, limiter: FixedWindowLimiter) -> None:
-        self.store = store
+    def __init__(self, api_keys: ApiKeys, limiter: FixedWindowLimiter) -> None:
+        self.api_keys = api_keys
         self.limiter = limiter
 
     async def __call__(self, request: Request) -> Principal:
         key_id, secret = split_token(bearer_token(request))
         try:
-            record = self.store.api_key(key_id, wait=False)
+            record = self.api_keys.api_key(key_id, wait=False)
         except ReadWouldWait:
-            record = await run_in_threadpool(self.store.api_key, key_id)
+            record = await run_in_threadpool(self.api_keys.api_key, key_id)
         principal = verify(record, secret)
         refuse_tenant_naming(request)
         state = request.scope.setdefault("state", {})

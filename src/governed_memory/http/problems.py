@@ -1,7 +1,8 @@
 """Every error as an RFC 9457 ``application/problem+json`` response, from one table.
 
-:data:`PROBLEMS` maps each class of the error tree (:mod:`governed_memory.errors`) to its
-status, type and title; the most specific class in an error's MRO wins. HTTP-level
+:data:`PROBLEMS` maps classes of the error tree (:mod:`governed_memory.errors`) to their
+HTTP status; the type and the title are those the class names itself. The most specific
+listed class in an error's MRO wins. HTTP-level
 failures that never reach the service (unknown route, wrong method, malformed JSON) are
 turned into errors of the same table, two of them edge-only classes. Details carry ids, versions and
 field names only: the service's messages never quote content, pydantic's messages are
@@ -24,6 +25,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory.errors import (
+    TYPE_PREFIX,
     AuthenticationError,
     Conflict,
     GovernedMemoryError,
@@ -41,12 +43,12 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.observability import Metrics, route_template
+from governed_memory.http.access_log import route_template
+from governed_memory.observability import Metrics
 
 log = logging.getLogger("governed_memory.http")
 
 PROBLEM_JSON = "application/problem+json"
-TYPE_PREFIX = "urn:gmem:problem:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,29 +64,30 @@ class ProblemType:
         return TYPE_PREFIX + self.slug
 
 
-#: The one table from error classes to problems: the error tree, plus the two failures
-#: that exist only at the HTTP edge. Lookup walks each error's MRO, so the most specific
-#: class wins and anything unlisted falls back to the 500 of ``GovernedMemoryError``.
-PROBLEMS: Mapping[type[GovernedMemoryError], ProblemType] = {
-    MalformedRequest: ProblemType(400, "malformed-request", "Malformed request"),
-    AuthenticationError: ProblemType(401, "unauthenticated", "Authentication required"),
-    PermissionDenied: ProblemType(403, "forbidden", "Permission denied"),
-    SelfPromotion: ProblemType(403, "self-review", "Self-review is not allowed"),
-    NotFound: ProblemType(404, "not-found", "Not found"),
-    MethodNotAllowed: ProblemType(405, "method-not-allowed", "Method not allowed"),
-    Conflict: ProblemType(409, "conflict", "Conflict"),
-    VersionConflict: ProblemType(409, "version-conflict", "Version conflict"),
-    InvalidTransition: ProblemType(409, "invalid-transition", "Invalid status transition"),
-    IdempotencyKeyReused: ProblemType(409, "idempotency-key-reused", "Idempotency key reused"),
-    PayloadTooLarge: ProblemType(413, "payload-too-large", "Payload too large"),
-    UnsupportedMediaType: ProblemType(415, "unsupported-media-type", "Unsupported media type"),
-    ValidationError: ProblemType(422, "validation", "Validation failed"),
-    RateLimited: ProblemType(429, "rate-limited", "Too many requests"),
-    StoreUnavailable: ProblemType(503, "unavailable", "Service unavailable"),
-    GovernedMemoryError: ProblemType(500, "internal", "Internal server error"),
+#: The one table from error classes to HTTP statuses: the error tree and the two failures
+#: of the HTTP edge. Lookup walks each error's MRO, so the most specific listed class wins
+#: and anything unlisted (CryptoError, a StoreSignal) answers the bare 500.
+PROBLEMS: Mapping[type[GovernedMemoryError], int] = {
+    MalformedRequest: 400,
+    AuthenticationError: 401,
+    PermissionDenied: 403,
+    SelfPromotion: 403,
+    NotFound: 404,
+    MethodNotAllowed: 405,
+    Conflict: 409,
+    VersionConflict: 409,
+    InvalidTransition: 409,
+    IdempotencyKeyReused: 409,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
+    ValidationError: 422,
+    RateLimited: 429,
+    StoreUnavailable: 503,
+    GovernedMemoryError: 500,
 }
 
-INTERNAL = PROBLEMS[GovernedMemoryError]
+_TYPES = {cls: ProblemType(status, cls.slug, cls.title) for cls, status in PROBLEMS.items()}
+INTERNAL = _TYPES[GovernedMemoryError]
 
 #: Why the strict parser (:mod:`governed_memory.http.strict`) refused a body; the only
 #: parse errors whose reason a problem repeats (our words, never the input's).
@@ -113,8 +116,8 @@ _HTTP_ERRORS: Mapping[int, GovernedMemoryError] = {
 def problem_type(error: GovernedMemoryError) -> ProblemType:
     """The table entry of the most specific class of ``error``."""
     for cls in type(error).__mro__:
-        if cls in PROBLEMS:
-            return PROBLEMS[cls]
+        if cls in _TYPES:
+            return _TYPES[cls]
     return INTERNAL  # pragma: no cover - GovernedMemoryError is in the table
 
 
@@ -193,7 +196,7 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
     extensions: dict[str, Any] = {"errors": fields}
     if len(errors) > MAX_LISTED_ERRORS:
         extensions["errors_omitted"] = len(errors) - MAX_LISTED_ERRORS
-    return problem(PROBLEMS[ValidationError], detail, **extensions)
+    return problem(_TYPES[ValidationError], detail, **extensions)
 
 
 def http_response(error: HTTPException) -> Response:
@@ -289,8 +292,6 @@ class UnexpectedErrorMiddleware:
 __all__ = [
     "PROBLEMS",
     "PROBLEM_JSON",
-    "MalformedRequest",
-    "MethodNotAllowed",
     "ProblemType",
     "UnexpectedErrorMiddleware",
     "allowed_methods",

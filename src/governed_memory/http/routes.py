@@ -7,6 +7,7 @@ tenant visibility are enforced by the service; the principal comes from the API 
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
@@ -14,7 +15,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse, Response
 
 from governed_memory.core.model import MemoryItem, Principal
-from governed_memory.http import schemas as s
+from governed_memory.core.values import IDEMPOTENCY_KEY_PATTERN, anchored
+from governed_memory.http import schemas
 from governed_memory.http.problems import PROBLEM_JSON
 from governed_memory.http.strict import StrictRoute
 from governed_memory.observability import PROMETHEUS_CONTENT_TYPE, Metrics
@@ -40,19 +42,20 @@ async def _service(request: Request) -> MemoryService:
     return service
 
 
-def _metrics(request: Request) -> Metrics | None:
+async def _metrics(request: Request) -> Metrics | None:
     metrics: Metrics | None = request.app.state.metrics
     return metrics
 
 
-Auth = Annotated[Principal, Depends(_principal)]
-Service = Annotated[MemoryService, Depends(_service)]
-MemoryIdPath = Annotated[str, Path(alias="id", pattern=s.ID, description="The memory id.")]
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+ServiceDep = Annotated[MemoryService, Depends(_service)]
+MetricsDep = Annotated[Metrics | None, Depends(_metrics)]
+MemoryIdPath = Annotated[str, Path(alias="id", pattern=schemas.ID, description="The memory id.")]
 IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        pattern=r"^[\x21-\x7e]{1,255}$",
+        pattern=anchored(IDEMPOTENCY_KEY_PATTERN),
         description="Retries with the same key return the first result (1..255 visible "
         "ASCII characters).",
     ),
@@ -73,7 +76,7 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
     return {
         status: {
-            "model": s.Problem,
+            "model": schemas.Problem,
             "description": described[status],
             "content": {PROBLEM_JSON: {}},
         }
@@ -98,16 +101,16 @@ router = APIRouter(route_class=StrictRoute)
 @router.put(
     "/v1/memories/{id}",
     status_code=201,
-    response_model=s.MemoryItemOut,
-    responses={200: {"model": s.MemoryItemOut, "description": "Replaced"}, **WRITE},
+    response_model=schemas.MemoryItemOut,
+    responses={200: {"model": schemas.MemoryItemOut, "description": "Replaced"}, **WRITE},
     summary="Create (expected_version 0) or replace a memory",
     tags=["memories"],
 )
 def put_memory(
     memory_id: MemoryIdPath,
-    body: s.WriteBody,
-    principal: Auth,
-    service: Service,
+    body: schemas.WriteBody,
+    principal: PrincipalDep,
+    service: ServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     raw = body.model_dump(exclude_none=True) | {"id": memory_id}
@@ -118,15 +121,15 @@ def put_memory(
 @router.post(
     "/v1/memories",
     status_code=201,
-    response_model=s.MemoryItemOut,
+    response_model=schemas.MemoryItemOut,
     responses=WRITE,
     summary="Create a memory with a server-generated id",
     tags=["memories"],
 )
 def post_memory(
-    body: s.CreateBody,
-    principal: Auth,
-    service: Service,
+    body: schemas.CreateBody,
+    principal: PrincipalDep,
+    service: ServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     result = service.write(
@@ -138,43 +141,39 @@ def post_memory(
 
 @router.get(
     "/v1/memories/{id}",
-    response_model=s.MemoryItemOut,
+    response_model=schemas.MemoryItemOut,
     responses=READ,
     summary="Read a memory (content null once deleted)",
     tags=["memories"],
 )
-def get_memory(memory_id: MemoryIdPath, principal: Auth, service: Service) -> Response:
+def get_memory(memory_id: MemoryIdPath, principal: PrincipalDep, service: ServiceDep) -> Response:
     return _item(service.get(principal, memory_id))
 
 
 @router.get(
     "/v1/memories/{id}/history",
-    response_model=s.HistoryOut,
+    response_model=schemas.HistoryOut,
     responses=READ,
     summary="Every event that changed a memory, without content",
     tags=["audit"],
 )
-def get_history(memory_id: MemoryIdPath, principal: Auth, service: Service) -> Response:
-    fields = ("position", "type", "version", "occurred_at", "actor")
-    events = [
-        {name: entry[name] for name in fields}
-        for entry in (event.to_dict() for event in service.history(principal, memory_id))
-    ]
-    return JSONResponse({"events": events})
+def get_history(memory_id: MemoryIdPath, principal: PrincipalDep, service: ServiceDep) -> Response:
+    events = service.history(principal, memory_id)
+    return JSONResponse({"events": [event.to_history_dict() for event in events]})
 
 
 @router.post(
     "/v1/memories/{id}/promote",
-    response_model=s.MemoryItemOut,
+    response_model=schemas.MemoryItemOut,
     responses=WRITE,
     summary="Promote a quarantined memory (active, verified); never your own",
     tags=["review"],
 )
 def promote(
     memory_id: MemoryIdPath,
-    body: s.PromoteBody,
-    principal: Auth,
-    service: Service,
+    body: schemas.PromoteBody,
+    principal: PrincipalDep,
+    service: ServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     item = service.promote(
@@ -185,16 +184,16 @@ def promote(
 
 @router.post(
     "/v1/memories/{id}/reject",
-    response_model=s.MemoryItemOut,
+    response_model=schemas.MemoryItemOut,
     responses=WRITE,
     summary="Reject a quarantined memory",
     tags=["review"],
 )
 def reject(
     memory_id: MemoryIdPath,
-    body: s.RejectBody,
-    principal: Auth,
-    service: Service,
+    body: schemas.RejectBody,
+    principal: PrincipalDep,
+    service: ServiceDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     item = service.reject(
@@ -205,78 +204,76 @@ def reject(
 
 @router.get(
     "/v1/quarantine",
-    response_model=s.QuarantineOut,
+    response_model=schemas.QuarantineOut,
     responses=READ,
     summary="The review queue, oldest first",
     tags=["review"],
 )
 def list_quarantine(
-    principal: Auth,
-    service: Service,
-    agent_id: Annotated[str | None, Query(pattern=s.AGENT)] = None,
-    purpose: Annotated[str | None, Query(pattern=s.PURPOSE)] = None,
+    principal: PrincipalDep,
+    service: ServiceDep,
+    agent_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
+    purpose: Annotated[str | None, Query(pattern=schemas.PURPOSE)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response:
     page = service.list_quarantine(
         principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
     )
-    items = [item.to_dict() for item in page.items]
-    return JSONResponse({"items": items, "next_cursor": page.next_cursor})
+    return JSONResponse(page.to_dict())
 
 
 @router.post(
     "/v1/search",
-    response_model=s.SearchResultOut,
+    response_model=schemas.SearchResultOut,
     responses=_problems(400, *AUTHED, 413),
     summary="Search one agent's memories for one purpose (results are data, not orders)",
     tags=["memories"],
 )
-def search(body: s.SearchBody, principal: Auth, service: Service, request: Request) -> Response:
-    raw = body.model_dump(exclude_none=True)
-    metrics = _metrics(request)
-    if metrics is None:
-        result = service.search(principal, raw)
-    else:
-        result = metrics.timed_search(
-            lambda: service.search(principal, raw), lambda r: len(r.items)
-        )
+def search(
+    body: schemas.SearchBody, principal: PrincipalDep, service: ServiceDep, metrics: MetricsDep
+) -> Response:
+    # Timed here because no committed event shows a search (see MemoryService.listeners).
+    started = time.perf_counter()
+    result = service.search(principal, body.model_dump(exclude_none=True))
+    if metrics is not None:
+        metrics.observe_search(time.perf_counter() - started, len(result.items))
     return JSONResponse(result.to_dict())
 
 
 @router.post(
     "/v1/subjects/{subject_id}/forget",
-    response_model=s.ForgetOut,
+    response_model=schemas.ForgetOut,
     responses=_problems(400, *AUTHED, 409, 413),
     summary="Delete every memory of a subject and destroy its key (crypto-shredding)",
     tags=["subjects"],
 )
 def forget(
-    subject_id: Annotated[str, Path(pattern=s.AGENT)],
-    principal: Auth,
-    service: Service,
-    request: Request,
-    body: Annotated[s.ForgetBody | None, Body()] = None,
+    subject_id: Annotated[str, Path(pattern=schemas.AGENT)],
+    principal: PrincipalDep,
+    service: ServiceDep,
+    metrics: MetricsDep,
+    body: Annotated[schemas.ForgetBody | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    metrics = _metrics(request)
+    # Counted here: a call that forgets nothing, or fails, commits no event to count.
     if metrics is not None:
-        metrics.forget_calls.inc()
+        metrics.observe_forget_call()
     result = service.forget_subject(principal, subject_id, idempotency_key=idempotency_key)
     return JSONResponse(result.to_dict())
 
 
 @router.get(
     "/v1/events",
-    response_model=s.EventsOut,
+    response_model=schemas.EventsOut,
     responses=_problems(*AUTHED),
     summary="The tenant's content-free audit feed, after a position",
     tags=["audit"],
 )
 def events(
-    principal: Auth,
-    service: Service,
-    after: Annotated[int, Query(ge=0, le=s.MAX_JSON_INT)] = 0,
+    principal: PrincipalDep,
+    service: ServiceDep,
+    after: Annotated[int, Query(ge=0, le=schemas.MAX_JSON_INT)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     page = service.events_after(principal, after, limit)
@@ -287,23 +284,25 @@ def events(
 OK = {"status": "ok"}
 
 
-@router.get("/health/live", response_model=s.HealthOut, tags=["operations"])
+@router.get("/health/live", response_model=schemas.HealthOut, tags=["operations"])
 def live() -> Response:
     """The process is up."""
     return JSONResponse(OK)
 
 
 @router.get(
-    "/health/ready", response_model=s.HealthOut, responses=_problems(503), tags=["operations"]
+    "/health/ready", response_model=schemas.HealthOut, responses=_problems(503), tags=["operations"]
 )
-def ready(service: Service) -> Response:
+def ready(service: ServiceDep) -> Response:
     """The store answers; 503 when it does not."""
-    service.store.ping()
+    service.ping()
     return JSONResponse(OK)
 
 
-@router.get("/health", response_model=s.HealthOut, responses=_problems(503), tags=["operations"])
-def health(service: Service) -> Response:
+@router.get(
+    "/health", response_model=schemas.HealthOut, responses=_problems(503), tags=["operations"]
+)
+def health(service: ServiceDep) -> Response:
     """Live and ready."""
     return ready(service)
 
@@ -317,9 +316,8 @@ metrics_router = APIRouter()
     responses={200: {"content": {PROMETHEUS_CONTENT_TYPE: {}}}},
     tags=["operations"],
 )
-def metrics(request: Request) -> Response:
+def metrics(registry: MetricsDep) -> Response:
     """Prometheus text format (the route exists only when GMEM_METRICS_ENABLED is true)."""
-    registry = _metrics(request)
     assert registry is not None
     return Response(registry.exposition(), media_type=PROMETHEUS_CONTENT_TYPE)
 

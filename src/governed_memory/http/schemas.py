@@ -12,9 +12,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
-ID = r"^[A-Za-z0-9._:-]{1,128}$"
-AGENT = r"^[A-Za-z0-9._:@-]{1,128}$"
-PURPOSE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+from governed_memory.core.values import (
+    ID_PATTERN,
+    NAME_PATTERN,
+    SLUG_PATTERN,
+    KindName,
+    StatusName,
+    TrustName,
+    anchored,
+)
+
+#: The core's identifier patterns, anchored: pydantic and JSON Schema search, not match.
+ID = anchored(ID_PATTERN)
+AGENT = anchored(NAME_PATTERN)
+PURPOSE = anchored(SLUG_PATTERN)
 #: Integers are bounded by the largest one every JSON parser reads exactly (I-JSON, RFC
 #: 7493: 2**53 - 1), which every store also keeps in its 64-bit columns. FastAPI writes
 #: OpenAPI bounds as doubles, and so do many clients: 2**63 - 1 became 2**63 there, and
@@ -43,10 +54,6 @@ Version = Annotated[int, Field(ge=0, le=MAX_JSON_INT), _INTEGRAL]
 TtlSeconds = Annotated[int, Field(ge=1, le=MAX_JSON_INT), _INTEGRAL]
 Limit = Annotated[int, Field(ge=1, le=100), _INTEGRAL]
 TokenBudget = Annotated[int, Field(ge=1, le=32_000), _INTEGRAL]
-
-KindName = Literal["fact", "preference", "skill", "working_note"]
-TrustName = Literal["untrusted", "trusted", "verified"]
-StatusName = Literal["quarantined", "active", "superseded", "rejected", "expired", "deleted"]
 
 _REQUEST = ConfigDict(extra="forbid", strict=True)
 

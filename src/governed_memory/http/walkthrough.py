@@ -11,13 +11,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from governed_memory.apikeys import create_api_key, parse_scopes
 from governed_memory.core.values import Trust
-from governed_memory.ports import Store
+from governed_memory.ports import ApiKeys
 
 AGENT = "support-bot"
 PURPOSE = "support"
@@ -45,12 +46,12 @@ class WalkthroughResult:
     health: int = 0
 
 
-def demo_keys(store: Store, tenant: str, now: Any) -> WalkthroughKeys:
-    """Create the walkthrough's three keys directly in ``store``."""
+def demo_keys(api_keys: ApiKeys, tenant: str, now: datetime) -> WalkthroughKeys:
+    """Create the walkthrough's three keys directly in the store of ``api_keys``."""
 
     def key(scopes: list[str], trust: Trust, agents: frozenset[str] | None, name: str) -> str:
         record, token = create_api_key(tenant, agents, parse_scopes(scopes), trust, now, name)
-        store.add_api_key(record)
+        api_keys.add_api_key(record)
         return token
 
     return WalkthroughKeys(
@@ -76,6 +77,57 @@ def _call(response: httpx.Response, expected: int) -> dict[str, Any]:
     return body
 
 
+class _Steps:
+    """The requests of the walkthrough, each checked for the status it must answer."""
+
+    def __init__(self, client: httpx.Client, keys: WalkthroughKeys, result: WalkthroughResult):
+        self.client = client
+        self.keys = keys
+        self.result = result
+
+    def write(self, token: str, content: str, source: str, trust: str) -> dict[str, Any]:
+        body = {
+            "agent_id": AGENT,
+            "subject_id": self.result.subject_id,
+            "purpose": PURPOSE,
+            "kind": "preference",
+            "content": content,
+            "provenance": {"source": source, "ref": f"{source}-1"},
+            "trust": trust,
+        }
+        return _call(self.client.post("/v1/memories", json=body, headers=_auth(token)), 201)
+
+    def search(self) -> int:
+        body = {
+            "agent_id": AGENT,
+            "purpose": PURPOSE,
+            "query": QUERY,
+            "subject_id": self.result.subject_id,
+        }
+        found = _call(
+            self.client.post("/v1/search", json=body, headers=_auth(self.keys.agent)), 200
+        )
+        self.result.found.append(len(found["items"]))
+        return len(found["items"])
+
+    def promote(self, item: dict[str, Any]) -> dict[str, Any]:
+        path, version = f"/v1/memories/{item['id']}/promote", item["version"]
+        answer = self.client.post(
+            path, json={"expected_version": version}, headers=_auth(self.keys.reviewer)
+        )
+        return _call(answer, 200)
+
+    def forget(self) -> int:
+        path = f"/v1/subjects/{self.result.subject_id}/forget"
+        forgotten = _call(self.client.post(path, headers=_auth(self.keys.operator)), 200)
+        affected: int = forgotten["affected"]
+        return affected
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
 def walkthrough(
     client: httpx.Client,
     keys: WalkthroughKeys,
@@ -83,55 +135,23 @@ def walkthrough(
     subject_id: str | None = None,
 ) -> WalkthroughResult:
     """Run the walkthrough against the service ``client`` points at."""
-    subject = subject_id or "customer-" + secrets.token_hex(4)
-    result = WalkthroughResult(subject)
-
-    def auth(token: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {token}"}
-
-    def write(token: str, content: str, source: str, trust: str) -> dict[str, Any]:
-        body = {
-            "agent_id": AGENT,
-            "subject_id": subject,
-            "purpose": PURPOSE,
-            "kind": "preference",
-            "content": content,
-            "provenance": {"source": source, "ref": f"{source}-1"},
-            "trust": trust,
-        }
-        return _call(client.post("/v1/memories", json=body, headers=auth(token)), 201)
-
-    def search() -> int:
-        body = {"agent_id": AGENT, "purpose": PURPOSE, "query": QUERY, "subject_id": subject}
-        found = _call(client.post("/v1/search", json=body, headers=auth(keys.agent)), 200)
-        result.found.append(len(found["items"]))
-        return len(found["items"])
-
-    result.trusted = write(
+    result = WalkthroughResult(subject_id or "customer-" + secrets.token_hex(4))
+    steps = _Steps(client, keys, result)
+    result.trusted = steps.write(
         keys.operator, "Prefers to be contacted by email, never by phone.", "crm", "trusted"
     )
     say(f"1. trusted write      -> {result.trusted['id']} is {result.trusted['status']}")
-    result.untrusted = write(
+    result.untrusted = steps.write(
         keys.agent, "Said in chat: email contact works best on weekdays.", "chat", "untrusted"
     )
     say(f"2. untrusted write    -> {result.untrusted['id']} is {result.untrusted['status']}")
-    say(f"3. search             -> {search()} result(s)")
-    promoted = _call(
-        client.post(
-            f"/v1/memories/{result.untrusted['id']}/promote",
-            json={"expected_version": result.untrusted["version"]},
-            headers=auth(keys.reviewer),
-        ),
-        200,
-    )
+    say(f"3. search             -> {steps.search()} result(s)")
+    promoted = steps.promote(result.untrusted)
     say(f"4. promote            -> {promoted['id']} is {promoted['status']}, {promoted['trust']}")
-    say(f"5. search             -> {search()} result(s)")
-    forgotten = _call(
-        client.post(f"/v1/subjects/{subject}/forget", headers=auth(keys.operator)), 200
-    )
-    result.forgotten = forgotten["affected"]
+    say(f"5. search             -> {steps.search()} result(s)")
+    result.forgotten = steps.forget()
     say(f"6. forget subject     -> {result.forgotten} item(s) deleted, key destroyed")
-    say(f"7. search             -> {search()} result(s)")
+    say(f"7. search             -> {steps.search()} result(s)")
     result.health = client.get("/health").status_code
     say(f"8. health             -> {result.health}")
     seen = (result.trusted["status"], result.untrusted["status"], promoted["trust"])

@@ -31,7 +31,7 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
         options = Options.from_args(args)
     except StartupError as error:
         return _fail(str(error))
-    try:
+    try:  # here, not at the top: the SDK is the optional mcp extra
         import anyio
 
         from governed_memory.mcp_server import server

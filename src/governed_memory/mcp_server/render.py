@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from governed_memory.core.model import MemoryItem
-from governed_memory.service import SearchHit, SearchResult
+from governed_memory.results import SearchHit, SearchResult
 from governed_memory.tokens import Tokenizer
 
 DATA_NOTICE = (

@@ -93,7 +93,7 @@ async def main(options: Options) -> None:
 
 async def _serve_http(server: Server[dict[str, Any]], host: str, port: int) -> None:
     """Streamable HTTP at ``http://host:port/mcp`` until SIGINT or SIGTERM."""
-    import uvicorn
+    import uvicorn  # only the HTTP transport needs it; stdio serves without
 
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(

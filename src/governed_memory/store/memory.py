@@ -50,6 +50,7 @@ class MemoryStore:
         self._keys: dict[tuple[str, str], SubjectKey] = {}
         self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self._api_keys: dict[str, ApiKey] = {}
+        self._meta: dict[str, str] = {}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -324,6 +325,18 @@ class MemoryStore:
             if key.revoked_at is None:
                 self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
             return True
+
+    def meta(self, name: str) -> str | None:
+        with self._lock:
+            return self._meta.get(name)
+
+    def claim_meta(self, name: str, value: str) -> str:
+        with self._lock:
+            return self._meta.setdefault(name, value)
+
+    def replace_meta(self, name: str, value: str) -> None:
+        with self._lock:
+            self._meta[name] = value
 
     def schema_version(self) -> int:
         return 0  # nothing to migrate: the store lives and dies with the process

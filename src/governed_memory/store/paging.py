@@ -1,8 +1,8 @@
-"""Reading a tenant's whole log page by page (shared by the stores)."""
+"""The log's positions as every store pages through them and imports them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from governed_memory.core.events import StoredEvent
 
@@ -22,4 +22,12 @@ def paged_events(
         after = page[-1].position
 
 
-__all__ = ["EVENT_PAGE", "paged_events"]
+def require_ascending(events: Sequence[StoredEvent], head: int) -> None:
+    """Refuse (``ValueError``) an import whose positions do not rise above the log's head."""
+    for stored in events:
+        if stored.position <= head:
+            raise ValueError(f"event position {stored.position} is not above the log head {head}")
+        head = stored.position
+
+
+__all__ = ["EVENT_PAGE", "paged_events", "require_ascending"]

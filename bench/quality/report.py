@@ -1,0 +1,77 @@
+"""The outputs of a quality run: a JSON result and a Markdown section for docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _cell(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """Tables of the run: every system on categories 1–4, category 5, each conversation."""
+    systems: dict[str, Any] = result["systems"]
+    names = list(systems)
+    conversations = result["data"]["conversations"]
+    data = result["data"]
+    lines = [
+        "## Retrieval quality (LoCoMo)",
+        "",
+        f"`make bench-quality` on {result['date']}, {result['seconds']:.0f} s: "
+        f"{data['turns']:,} turns (one memory each), {data['questions']:,} questions "
+        f"({data['questions_1_4']} of categories 1–4 with evidence), conversations "
+        f"{', '.join(conversations)} of `{data['folder']}`. Every system ranks each "
+        "conversation on its own (one scope per conversation); the baselines ran in the "
+        "same run.",
+        "",
+        "| system | recall@5 | recall@10 | recall@20 | hit@10 | cat. 5 recall@10 | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        main = systems[name]["categories_1_4"]
+        adversarial = systems[name]["category_5"]
+        lines.append(
+            f"| {name} | {_cell(main['recall@5'])} | **{_cell(main['recall@10'])}** | "
+            f"{_cell(main['recall@20'])} | {_cell(main['hit@10'])} | "
+            f"{_cell(adversarial['recall@10'])} | {systems[name]['seconds']:.1f} |"
+        )
+    lines += [
+        "",
+        "recall@10 (categories 1–4) per conversation and per category:",
+        "",
+        "| system | " + " | ".join(conversations) + " | cat. 1 | cat. 2 | cat. 3 | cat. 4 |",
+        "|---|" + "---|" * (len(conversations) + 4),
+    ]
+    for name in names:
+        per = systems[name]["by_conversation"]
+        cats = systems[name]["by_category"]
+        cells = [_cell(per[c]["recall@10"]) for c in conversations]
+        cells += [_cell(cats[c]["recall@10"]) if c in cats else "—" for c in "1234"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- **{name}**: {systems[name]['description']}" for name in names]]
+    speed = result["analyzer"]
+    lines += [
+        "",
+        f"Analyzing a 100-word text takes {speed['index_terms_us_per_100_words']:.0f} µs for "
+        f"the index, {speed['query_terms_us_per_100_words']:.0f} µs as a query; today's "
+        f"tokenizer takes {speed['today_terms_us_per_100_words']:.0f} µs.",
+    ]
+    evidence = result["evidence"]
+    lines += [
+        "",
+        f"Evidence ids: {evidence['repaired']} entries repaired, {evidence['dropped']} dropped "
+        f"(naming no turn), {evidence['questions_without_evidence']} questions without "
+        "evidence left out (see `bench/quality/locomo.py`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    temporary.replace(path)

@@ -1,0 +1,221 @@
+"""What each ``gmem`` command does, given its parsed arguments and where to print.
+
+A command returns its exit status; a refusal it can name is a :class:`CommandError`, whose
+message is the one line ``gmem`` prints. The HTTP modules are imported inside the commands
+that serve (``serve``, ``demo``) so that every other command starts without FastAPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from governed_memory.apikeys import create_api_key, parse_agents, parse_scopes
+from governed_memory.cli.options import (
+    SERVE_FIELDS,
+    SERVICE_FIELDS,
+    opened_service,
+    opened_store,
+    settings,
+)
+from governed_memory.core.values import Trust, enum_value
+from governed_memory.records import ApiKey
+
+
+# Not a GovernedMemoryError: it is no error of the library, only the line a command prints
+# when it cannot do what it was asked (see the note in governed_memory.errors).
+class CommandError(Exception):
+    """A command cannot do what it was asked; the message is the one line to print."""
+
+
+def serve(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem serve``: the HTTP API in the foreground until SIGTERM or SIGINT."""
+    from governed_memory.http.app import create_app  # FastAPI: only the commands that serve
+    from governed_memory.http.protocol import Limits
+    from governed_memory.http.server import serve as run_server
+    from governed_memory.observability import configure_logging
+
+    chosen = settings(args, SERVE_FIELDS)
+    configure_logging(chosen.log_level)
+    limits = Limits(
+        read_timeout=chosen.request_timeout_seconds, max_connections=chosen.max_connections
+    )
+    run_server(create_app(chosen), chosen.host, chosen.port, limits)
+    return 0
+
+
+def demo(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem demo``: the lifecycle walkthrough over HTTP against a throwaway store."""
+    import httpx  # the HTTP stack: only the commands that serve
+
+    from governed_memory.http.app import create_app
+    from governed_memory.http.server import running
+    from governed_memory.http.walkthrough import demo_keys, walkthrough
+
+    with tempfile.TemporaryDirectory(prefix="gmem-demo-") as scratch:
+        if args.data_dir is None and args.database_url is None:
+            args.data_dir = scratch
+        chosen = settings(args, SERVICE_FIELDS)
+        app = create_app(chosen)
+        tenant = "demo-" + secrets.token_hex(4)
+        keys = demo_keys(app.state.api_keys, tenant, datetime.now(UTC))
+        print(f"walkthrough over HTTP, tenant {tenant}, store in {chosen.data_dir}", file=out)
+        with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            walkthrough(client, keys, lambda line: print(line, file=out))
+    return 0
+
+
+# -- keys ----------------------------------------------------------------------------------
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": key.key_id,
+        "tenant_id": key.tenant_id,
+        "name": key.name,
+        "agents": "*" if key.agents is None else sorted(key.agents),
+        "scopes": sorted(scope.value for scope in key.scopes),
+        "max_trust": key.max_trust.value,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
+    }
+
+
+def keys_create(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem keys create``: a new API key, printed once."""
+    agents = parse_agents(args.agents.split(","))
+    scopes = parse_scopes(args.scopes.split(","))
+    trust = enum_value(Trust, args.max_trust, "max_trust")
+    with opened_store(args) as store:
+        record, token = create_api_key(
+            args.tenant, agents, scopes, trust, datetime.now(UTC), args.name
+        )
+        store.add_api_key(record)
+    if args.json:
+        print(json.dumps({"key_id": record.key_id, "api_key": token} | _key_json(record)), file=out)
+        return 0
+    print(f"API key {record.key_id} for tenant {record.tenant_id}:", file=out)
+    print(f"  {token}", file=out)
+    print("Store this key now: it is shown only once and cannot be recovered.", file=out)
+    return 0
+
+
+def keys_list(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem keys list``: every key's grants, never a secret."""
+    with opened_store(args) as store:
+        keys = store.api_keys(args.tenant)
+    if args.json:
+        print(json.dumps([_key_json(key) for key in keys]), file=out)
+        return 0
+    for key in keys:
+        row = _key_json(key)
+        state = "revoked" if key.revoked_at else "active"
+        agents = row["agents"] if row["agents"] == "*" else ",".join(row["agents"])
+        print(
+            f"{key.key_id}  {key.tenant_id}  {state}  agents={agents}  "
+            f"scopes={','.join(row['scopes'])}  max_trust={row['max_trust']}  "
+            f"name={key.name or '-'}",
+            file=out,
+        )
+    return 0
+
+
+def keys_revoke(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem keys revoke``: the key is refused from its next request on."""
+    with opened_store(args) as store:
+        if not store.revoke_api_key(args.key_id, datetime.now(UTC)):
+            raise CommandError(f"no API key with id {args.key_id!r}")
+    print(f"revoked {args.key_id}", file=out)
+    return 0
+
+
+# -- the store -----------------------------------------------------------------------------
+
+
+def replay(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem replay``: rebuild the projection, or with ``--verify`` compare it."""
+    with opened_service(args) as service:
+        if not args.verify:
+            print(f"rebuilt {service.maintenance.rebuild()} item(s) from the log", file=out)
+            return 0
+        report = service.verify_replay()
+    for difference in report.differences:
+        print(difference, file=out)
+    if not report.ok:
+        raise CommandError(f"replay found {len(report.differences)} difference(s)")
+    print(f"replay clean: {report.events} event(s), {report.items} item(s)", file=out)
+    return 0
+
+
+def expire(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem expire``: expire every item whose TTL has run out, now."""
+    with opened_service(args) as service:
+        print(f"expired {service.expire_due()} item(s)", file=out)
+    return 0
+
+
+def export(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem export``: the event log as JSON Lines, content still sealed."""
+    with opened_service(args) as service:
+        records = service.maintenance.export()
+        if args.output == "-":
+            _write_lines(records, out)
+        else:
+            with Path(args.output).open("w", encoding="utf-8") as handle:
+                count = _write_lines(records, handle)
+            print(f"exported {count} record(s) to {args.output}", file=out)
+    return 0
+
+
+def _write_lines(records: Iterable[dict[str, Any]], handle: TextIO) -> int:
+    count = 0
+    for record in records:
+        handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        count += 1
+    return count
+
+
+def import_(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem import``: load an export into an empty store, then rebuild."""
+    with opened_service(args) as service:
+        if args.file == "-":
+            report = service.maintenance.import_log(sys.stdin)
+        else:
+            with Path(args.file).open(encoding="utf-8") as handle:
+                report = service.maintenance.import_log(handle)
+    print(
+        f"imported {report.events} event(s), {report.subject_keys} subject key(s); "
+        f"rebuilt {report.items} item(s)",
+        file=out,
+    )
+    return 0
+
+
+def migrate(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem migrate``: apply pending schema migrations."""
+    with opened_store(args) as store:  # opening a store applies pending migrations
+        version = store.schema_version()
+    print(f"schema up to date (schema version {version})", file=out)
+    return 0
+
+
+__all__ = [
+    "CommandError",
+    "demo",
+    "expire",
+    "export",
+    "import_",
+    "keys_create",
+    "keys_list",
+    "keys_revoke",
+    "migrate",
+    "replay",
+    "serve",
+]

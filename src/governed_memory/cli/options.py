@@ -1,0 +1,92 @@
+"""The settings as flags, and what a command opens with them.
+
+Every command reads the ``GMEM_*`` settings (SPEC §9); its flags mirror them and win over
+them. The store or service a command works on is opened by the composition root
+(:mod:`governed_memory.bootstrap`) from those settings, and closed when the command ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from contextlib import closing
+
+from governed_memory import bootstrap
+from governed_memory.config import Settings, load_settings
+from governed_memory.ports import Store
+from governed_memory.service import MemoryService
+
+STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous")
+SERVER_FIELDS = (
+    "host",
+    "port",
+    "rate_limit_requests",
+    "rate_limit_window_seconds",
+    "max_body_bytes",
+    "max_connections",
+    "request_timeout_seconds",
+    "expiry_interval_seconds",
+    "log_level",
+)
+TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
+SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS
+SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, "metrics_enabled")
+
+METAVARS = {
+    "data_dir": "DIR",
+    "database_url": "URL",
+    "sqlite_synchronous": "FULL|NORMAL",
+    "host": "HOST",
+    "port": "PORT",
+    "rate_limit_requests": "N",
+    "max_body_bytes": "BYTES",
+    "log_level": "LEVEL",
+}
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def add_settings(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+    """One flag per setting, mirroring its GMEM_* variable (left unset: env or default)."""
+    group = parser.add_argument_group("settings (each flag mirrors its GMEM_* variable)")
+    group.add_argument("--config", metavar="FILE", help="a KEY=value settings file")
+    for field in fields:
+        default = Settings.model_fields[field].default
+        shown = "unset" if default is None else default
+        text = f"GMEM_{field.upper()} (default: {shown})"
+        if field == "metrics_enabled":
+            group.add_argument(
+                _flag(field), dest=field, action=argparse.BooleanOptionalAction, help=text
+            )
+            continue
+        metavar = METAVARS.get(field, "SECONDS" if field.endswith("seconds") else "VALUE")
+        group.add_argument(_flag(field), dest=field, metavar=metavar, help=text)
+
+
+def settings(args: argparse.Namespace, fields: Sequence[str]) -> Settings:
+    """The settings of ``fields``: flags over ``GMEM_*`` over the file over defaults."""
+    values = {field: getattr(args, field, None) for field in fields}
+    return load_settings(config_file=args.config, **values)
+
+
+def opened_store(args: argparse.Namespace) -> closing[Store]:
+    """The store the command's settings describe, to use in a ``with`` block."""
+    return closing(bootstrap.store_from(settings(args, STORE_FIELDS)))
+
+
+def opened_service(args: argparse.Namespace) -> closing[MemoryService]:
+    """The service the command's settings describe, to use in a ``with`` block."""
+    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS)))
+
+
+__all__ = [
+    "SERVE_FIELDS",
+    "SERVICE_FIELDS",
+    "STORE_FIELDS",
+    "add_settings",
+    "opened_service",
+    "opened_store",
+    "settings",
+]

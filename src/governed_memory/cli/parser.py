@@ -1,0 +1,152 @@
+"""The ``gmem`` parser, built from one table: each command, its help, settings and options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TextIO
+
+from governed_memory.cli import commands
+from governed_memory.cli.options import SERVE_FIELDS, SERVICE_FIELDS, STORE_FIELDS, add_settings
+from governed_memory.mcp_server import add_command as add_mcp_command
+
+Run = Callable[[argparse.Namespace, TextIO], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One argument of a command: its names and ``add_argument``'s keywords."""
+
+    names: tuple[str, ...]
+    keywords: Mapping[str, Any]
+
+
+def option(*names: str, **keywords: Any) -> Option:
+    return Option(names, keywords)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command: its words (``keys create``), what runs it, its help and arguments."""
+
+    words: str
+    run: Run
+    help: str
+    settings: Sequence[str] = STORE_FIELDS
+    options: Sequence[Option] = field(default_factory=tuple)
+
+
+#: Commands of two words, and the help of their first word.
+GROUPS = {"keys": "Create, list and revoke API keys."}
+
+COMMANDS = (
+    Command("serve", commands.serve, "Serve the HTTP API until SIGTERM/SIGINT.", SERVE_FIELDS),
+    Command(
+        "keys create",
+        commands.keys_create,
+        "Create an API key; it is shown only once.",
+        options=(
+            option("--tenant", required=True, help="the tenant the key belongs to"),
+            option(
+                "--agents",
+                required=True,
+                help="agents it may act for: a,b or '*' for every agent",
+            ),
+            option(
+                "--scopes",
+                required=True,
+                help="comma-separated: memory:write, memory:read, memory:review, "
+                "subject:forget, audit:read, admin",
+            ),
+            option(
+                "--max-trust",
+                required=True,
+                help="highest trust it may write: untrusted or trusted",
+            ),
+            option("--name", help="a label for people (not secret)"),
+            option("--json", action="store_true", help="print one JSON object"),
+        ),
+    ),
+    Command(
+        "keys list",
+        commands.keys_list,
+        "List API keys (never secrets).",
+        options=(
+            option("--tenant", help="only this tenant's keys"),
+            option("--json", action="store_true", help="print a JSON array"),
+        ),
+    ),
+    Command(
+        "keys revoke",
+        commands.keys_revoke,
+        "Revoke an API key at once.",
+        options=(option("key_id", help="the key id (the part after gmem_)"),),
+    ),
+    Command(
+        "demo",
+        commands.demo,
+        "Run the lifecycle walkthrough over HTTP against a throwaway store.",
+        SERVICE_FIELDS,
+    ),
+    Command(
+        "replay",
+        commands.replay,
+        "Rebuild the projection from the log, or with --verify compare it item by item.",
+        options=(
+            option("--verify", action="store_true", help="only compare; exit 1 on any difference"),
+        ),
+    ),
+    Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
+    Command(
+        "export",
+        commands.export,
+        "Write the event log as JSON Lines (content sealed).",
+        options=(option("--output", required=True, metavar="FILE", help="file, or - for stdout"),),
+    ),
+    Command(
+        "import",
+        commands.import_,
+        "Load a JSON Lines export into an empty store.",
+        options=(option("file", metavar="FILE", help="file, or - for stdin"),),
+    ),
+    Command("migrate", commands.migrate, "Apply pending schema migrations."),
+)
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The ``gmem`` parser with every command of :data:`COMMANDS`, and ``gmem mcp``."""
+    parser = _Parser(prog="gmem", description=description)
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    groups: dict[str, Any] = {}
+    for command in COMMANDS:
+        *group, name = command.words.split()
+        where = top
+        if group:
+            if group[0] not in groups:
+                groups[group[0]] = _group(top, group[0])
+            where = groups[group[0]]
+        sub: argparse.ArgumentParser = where.add_parser(
+            name, help=command.help, description=command.help
+        )
+        sub.set_defaults(run=command.run)
+        add_settings(sub, command.settings)
+        for extra in command.options:
+            sub.add_argument(*extra.names, **extra.keywords)
+    add_mcp_command(top)
+    return parser
+
+
+def _group(subparsers: Any, word: str) -> Any:
+    group: argparse.ArgumentParser = subparsers.add_parser(word, help=GROUPS[word])
+    return group.add_subparsers(dest=f"{word}_command", metavar="ACTION", required=True)
+
+
+__all__ = ["COMMANDS", "GROUPS", "Command", "Option", "build_parser", "option"]

@@ -1,0 +1,91 @@
+"""What the use cases share: fresh ids, events folded into rows, and telling who listens."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from governed_memory.core.events import Event, ItemEvent, StoredEvent
+from governed_memory.core.model import ItemState
+from governed_memory.core.projection import apply
+from governed_memory.core.values import Status
+from governed_memory.errors import StoreUnavailable
+from governed_memory.records import Batch, IndexDoc, ItemChange
+
+log = logging.getLogger("governed_memory.service")
+
+R = TypeVar("R")
+
+#: How often a command is decided again when the state moves under it before it commits.
+MAX_RETRIES = 3
+
+#: Told about every batch of events once it has committed (metrics, for one).
+Listener = Callable[[Sequence[Event]], None]
+#: Commits one batch and tells the listeners: what every use case ends with.
+Commit = Callable[[Batch], list[StoredEvent]]
+
+
+def new_id() -> str:
+    """A UUIDv7-layout id: time-ordered, so new rows land on the B-tree's last page."""
+    millis = time.time_ns() // 1_000_000
+    value = (millis & ((1 << 48) - 1)) << 80 | secrets.randbits(80)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    return str(uuid.UUID(int=value))
+
+
+def changes(
+    events: Sequence[Event],
+    known: Mapping[str, ItemState | None],
+    indexes: Mapping[str, IndexDoc | None],
+) -> list[ItemChange]:
+    """Fold single-item events into projection rows, each with its postings if searchable.
+
+    ``known`` holds the items as loaded for the decision (``None``: not there yet), and
+    ``indexes`` the postings of the items whose content the command set.
+    """
+    rows = []
+    states = dict(known)
+    for event in events:
+        assert isinstance(event, ItemEvent), "a subject-wide event changes many items"
+        before = states.get(event.memory_id)
+        after = apply(before, event)
+        states[event.memory_id] = after
+        index = indexes.get(after.id) if after.status is Status.ACTIVE else None
+        rows.append(ItemChange(after, 0 if before is None else before.version, index))
+    return rows
+
+
+def announce(listeners: Sequence[Listener], events: Sequence[Event]) -> None:
+    """Tell the log and every listener what committed; never any content."""
+    for listener in listeners:
+        try:
+            listener(events)
+        except Exception:
+            log.exception("an event listener failed")
+    for event in events:
+        log.info(
+            "event committed",
+            extra={
+                "event_type": event.type,
+                "tenant_id": event.tenant_id,
+                "memory_id": event.memory_id,
+                "version": event.version,
+                "actor": event.actor,
+            },
+        )
+
+
+def retried(attempt: Callable[[], R], *, on: tuple[type[Exception], ...], exhausted: str) -> R:
+    """``attempt`` again while it raises one of ``on`` (the state moved under it before it
+    committed), up to :data:`MAX_RETRIES` times; then ``StoreUnavailable(exhausted)``."""
+    for _ in range(MAX_RETRIES):
+        try:
+            return attempt()
+        except on:
+            continue
+    raise StoreUnavailable(exhausted)

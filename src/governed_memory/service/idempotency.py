@@ -1,0 +1,184 @@
+"""Idempotency keys: one protocol for every keyed command (write, promote, reject, forget).
+
+A request made with an idempotency key first looks for the key's record in its tenant:
+
+* none: the command runs, and its record commits in the same batch as its events;
+* the record of the same request: the first answer again, and nothing is written;
+* the record of another request: :class:`IdempotencyKeyReused`.
+
+Two retries of one key can both find no record. One commits; the other then meets the
+record (the store refuses its batch: ``IdempotencyKeyTaken``) or the item its twin has
+changed (a ``Conflict``), and answers with its twin's result instead of an error.
+
+A replay is authorized like the request it repeats (the service checks before it asks)
+and shows no more than a read would: the item as of the recorded version, if the caller
+may see it, and without content once its subject is forgotten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from governed_memory.core import values
+from governed_memory.core.access import require_visible
+from governed_memory.core.commands import WriteMemory
+from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.projection import versions_of
+from governed_memory.core.values import Status
+from governed_memory.errors import Conflict, IdempotencyKeyReused, IdempotencyKeyTaken, NotFound
+from governed_memory.ports import Store
+from governed_memory.records import IdempotencyRecord
+from governed_memory.results import ForgetResult, WriteResult
+from governed_memory.service.vault import Vault
+
+R = TypeVar("R")
+
+
+def parse_key(raw: str | None) -> str | None:
+    """A request's idempotency key, validated; ``None`` when it has none."""
+    return None if raw is None else values.idempotency_key(raw)
+
+
+def fingerprint(request: Mapping[str, Any]) -> str:
+    """The digest that tells two requests apart: SHA-256 of their canonical JSON."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed(Generic[R]):
+    """A request made with an idempotency key: how to know it again, how to answer again."""
+
+    tenant_id: str
+    key: str
+    same_request: Callable[[IdempotencyRecord], bool]
+    answer: Callable[[IdempotencyRecord], R]
+
+
+def record_of(
+    keyed: Keyed[Any] | None, digest: str, result: Mapping[str, Any]
+) -> IdempotencyRecord | None:
+    """The record to commit with a keyed request's events; ``None`` without a key."""
+    return None if keyed is None else IdempotencyRecord(keyed.tenant_id, keyed.key, digest, result)
+
+
+class Idempotency:
+    """Answers repeated requests from their key's record, over one store."""
+
+    def __init__(self, store: Store, vault: Vault) -> None:
+        self._store = store
+        self._vault = vault
+
+    def once(self, keyed: Keyed[R] | None, attempt: Callable[[], R]) -> R:
+        """``attempt`` the request, unless its key has answered it already.
+
+        If the attempt then loses to a twin retry that committed meanwhile, the twin's
+        answer is this request's answer too.
+        """
+        if keyed is None:
+            return attempt()
+        replayed = self.replay(keyed)
+        if replayed is not None:
+            return replayed
+        try:
+            return attempt()
+        except (IdempotencyKeyTaken, Conflict):
+            replayed = self.replay(keyed)
+            if replayed is None:
+                raise  # a real conflict, not a twin's doing
+            return replayed
+
+    def replay(self, keyed: Keyed[R]) -> R | None:
+        """The first answer to the key; ``None`` if the key is unused so far."""
+        record = self._store.idempotency(keyed.tenant_id, keyed.key)
+        if record is None:
+            return None
+        if not keyed.same_request(record):
+            raise IdempotencyKeyReused(
+                f"idempotency key {keyed.key!r} was used for a different request"
+            )
+        return keyed.answer(record)
+
+    # -- the keyed requests ---------------------------------------------------------------
+
+    def for_write(
+        self, principal: Principal, command: WriteMemory, key: str | None
+    ) -> Keyed[WriteResult] | None:
+        """A keyed write: its content is compared by its keyed hash, never in plaintext."""
+        if key is None:
+            return None
+        tenant = principal.tenant_id
+
+        def same_request(record: IdempotencyRecord) -> bool:
+            # The hash under the subject's key of now: a twin may have minted it meanwhile.
+            subject_key = self._vault.subject_key(tenant, command.subject_id)
+            content_hash = self._vault.content_hash(subject_key, command.content)
+            digest = fingerprint(command.fingerprint(content_hash))
+            memory_id = record.result["memory_id"]
+            return record.fingerprint == digest or self._forgotten_since(tenant, memory_id, command)
+
+        def answer(record: IdempotencyRecord) -> WriteResult:
+            item = self.item_at(principal, record.result["memory_id"], record.result["version"])
+            return WriteResult(item, bool(record.result["created"]))
+
+        return Keyed(tenant, key, same_request, answer)
+
+    def for_review(
+        self, principal: Principal, key: str | None, digest: str
+    ) -> Keyed[MemoryItem] | None:
+        """A keyed promotion or rejection, answered with the item as the review left it."""
+        if key is None:
+            return None
+        return Keyed(
+            principal.tenant_id,
+            key,
+            lambda record: record.fingerprint == digest,
+            lambda record: self.item_at(
+                principal, record.result["memory_id"], record.result["version"]
+            ),
+        )
+
+    def for_forget(self, tenant: str, key: str | None, digest: str) -> Keyed[ForgetResult] | None:
+        """A keyed forget, answered with what the first one affected and where it landed."""
+        if key is None:
+            return None
+        return Keyed(
+            tenant,
+            key,
+            lambda record: record.fingerprint == digest,
+            lambda record: ForgetResult(
+                record.result["subject_id"], record.result["affected"], record.position
+            ),
+        )
+
+    # -- answers --------------------------------------------------------------------------
+
+    def item_at(self, principal: Principal, memory_id: str, version: int) -> MemoryItem:
+        """The item as it was right after ``version``; its content only while it lives."""
+        # The key namespace is the tenant's; the item may belong to an agent this caller
+        # cannot act for, and a replay must not show it more than a get would.
+        found = self._store.get(principal.tenant_id, memory_id)
+        current = require_visible(principal, found, memory_id)
+        log = self._store.memory_events(principal.tenant_id, memory_id, current.subject_id)
+        states = [state for _, state in versions_of(memory_id, log) if state.version <= version]
+        if not states:
+            raise NotFound(f"memory {memory_id!r} not found")
+        content = None if current.status is Status.DELETED else self._vault.decrypt(states[-1])
+        return MemoryItem.from_state(states[-1], content)
+
+    def _forgotten_since(self, tenant: str, memory_id: str, command: WriteMemory) -> bool:
+        """Whether the keyed write's item has been forgotten since, so its content hash
+        died with the subject's key and a retry can no longer be compared by content. The
+        retry (of the same item and subject) then gets the first answer, without content;
+        nothing is written either way."""
+        current = self._store.get(tenant, memory_id)
+        return (
+            current is not None
+            and current.status is Status.DELETED
+            and current.subject_id == command.subject_id
+            and command.memory_id in (None, memory_id)
+        )

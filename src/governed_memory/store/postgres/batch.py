@@ -1,0 +1,268 @@
+"""Applying batches to PostgreSQL: one transaction and one round trip per group.
+
+Everything a batch changes (events, projection rows, postings, the idempotency record, the
+subject-key check or destruction) commits in one transaction, and the database enforces
+what a process lock cannot across nodes: a new item is an ``INSERT`` that the unique
+constraint on ``(tenant_id, id)`` refuses when the id exists, a change is an ``UPDATE``
+guarded by ``version``, and an idempotency key is a primary key. A refused batch is rolled
+back and explained in one place (:meth:`PostgresBatches._explain`); every other driver
+error becomes ``StoreUnavailable`` in another (:func:`.database.translate`).
+
+A batch is one round trip: its statements, ``COMMIT`` included, go out together in
+pipeline mode, and psycopg prepares the hot ones on each connection. Concurrent callers in
+one process share a transaction (:mod:`governed_memory.store.group_commit`), each
+acknowledged only after that transaction commits; if one batch of a group is refused, the
+others are committed again one by one, so only that one fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from governed_memory.codec import (
+    EVENT_COLUMNS,
+    ITEM_COLUMNS,
+    event_row,
+    event_values,
+    idempotency_from_row,
+    idempotency_result,
+    item_row,
+)
+from governed_memory.core.events import Event, StoredEvent
+from governed_memory.errors import (
+    IdempotencyKeyTaken,
+    SubjectChanged,
+    SubjectKeyGone,
+    VersionConflict,
+)
+from governed_memory.records import Batch, ItemChange, SubjectKey
+from governed_memory.store.group_commit import Pending
+from governed_memory.store.postgres import sql
+from governed_memory.store.postgres.database import Connection, PostgresDatabase, translate
+
+T = TypeVar("T")
+Cursor = psycopg.Cursor[TupleRow]
+
+
+class PostgresBatches:
+    """Commits groups of batches, each group in one transaction and one pipeline."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._db = database
+
+    def begin(self, conn: Connection) -> None:
+        """Open a write transaction that holds the write lock until it ends.
+
+        Why a lock: a position becomes visible to readers when its transaction commits,
+        not when it is assigned. If two writers could take positions concurrently, the one
+        holding position 8 might commit before the one holding 7, and a reader of
+        ``events_after(after=6)`` would see 8, move its cursor past 7 and never see it.
+        Holding this lock from before the first position is taken until the commit makes
+        positions commit in order, across every instance on the database. It is an
+        advisory lock rather than ``LOCK TABLE events IN EXCLUSIVE MODE`` because a table
+        lock also conflicts with autovacuum and analyze of the log and would stall writers
+        behind them. Taken first, it also serializes whole batches, as SQLite's
+        ``BEGIN IMMEDIATE`` does, so every check sees every earlier commit and no two
+        writers can deadlock on row locks.
+        """
+        conn.execute("BEGIN")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._db.log_lock,))
+
+    def commit_group(self, group: list[Pending]) -> None:
+        """Commit every batch of ``group`` in one transaction and one round trip.
+
+        All the statements, ``COMMIT`` included, go out in one pipeline. A failed
+        precondition raises inside its statement and aborts the rest on the server; the
+        transaction is then rolled back and, if the group had several batches, each is
+        committed again on its own, so that only the refused one fails.
+        """
+        try:
+            with self._db.connection() as conn:
+                try:
+                    self._commit_together(conn, group)
+                except psycopg.IntegrityError as error:
+                    conn.rollback()
+                    if len(group) == 1:
+                        group[0].error = self._explain(conn, group[0].batch, error)
+                        return
+                    for pending in group:
+                        try:
+                            self._commit_together(conn, [pending])
+                        except psycopg.IntegrityError as alone:
+                            conn.rollback()
+                            pending.error = self._explain(conn, pending.batch, alone)
+        except Exception as error:  # noqa: BLE001 - what had not committed failed with it
+            failure = translate(error)
+            for pending in group:
+                if not pending.committed:
+                    pending.error, pending.result = pending.error or failure, []
+        finally:
+            for pending in group:
+                pending.done = True
+
+    def _commit_together(self, conn: Connection, group: list[Pending]) -> None:
+        """One transaction for ``group``: its batches' statements in one pipeline.
+
+        ``conn.rollback()``, which the caller uses after a failure, also resets psycopg's
+        cache of prepared statements: a statement whose turn to be prepared came in the
+        aborted part of a pipeline is otherwise remembered as prepared though the server
+        skipped it.
+        """
+        cursors = _pipelined(conn, partial(self._send, conn, [p.batch for p in group]))
+        for pending, batch_cursors in zip(group, cursors, strict=True):
+            pending.committed = True
+            pending.result = [
+                StoredEvent(_position(cursor), event)
+                for event, cursor in zip(pending.batch.events, batch_cursors, strict=True)
+            ]
+
+    def _send(self, conn: Connection, batches: list[Batch]) -> list[list[Cursor]]:
+        """Queue the transaction of ``batches``, each checked in the SQLite store's order.
+
+        The cursors of the event inserts are returned, to read the positions from once
+        the pipeline is synced.
+        """
+        self.begin(conn)
+        cursors = []
+        for batch in batches:
+            tenant = batch.tenant_id
+            if batch.idempotency is not None:
+                record = batch.idempotency
+                conn.execute(
+                    sql.INSERT_IDEMPOTENCY,
+                    {
+                        "tenant": tenant,
+                        "key": record.key,
+                        "fingerprint": record.fingerprint,
+                        "result": idempotency_result(record),
+                        "logged": bool(batch.events),
+                    },
+                )
+            if batch.require_key is not None:
+                key = batch.require_key
+                conn.execute(
+                    sql.REQUIRE_KEY,
+                    {"tenant": key.tenant_id, "subject": key.subject_id, "key_id": key.key_id},
+                )
+            for change in batch.changes:
+                _write_item(conn, change)
+            cursors.append([conn.execute(sql.INSERT_EVENT, event_params(e)) for e in batch.events])
+            if batch.destroy_key is not None:
+                conn.execute(sql.DESTROY_KEY, {"tenant": tenant, "subject": batch.destroy_key})
+        conn.execute("COMMIT")
+        return cursors
+
+    @staticmethod
+    def _explain(conn: Connection, batch: Batch, error: Exception) -> Exception:
+        """The domain error of a batch refused by a constraint, read after its rollback.
+
+        A unique violation (an idempotency key, an item id) or a failed guard (a version,
+        the subject key, an undeleted item of a forgotten subject) is explained by what
+        the database holds now, in the order the SQLite store checks: the idempotency key,
+        the subject key, each item's version, the subject's other items.
+        """
+        tenant = batch.tenant_id
+        if batch.idempotency is not None:
+            key = batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            if row is not None:
+                return IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+        required = batch.require_key
+        if required is not None:
+            rows = conn.execute(
+                sql.GET_KEY_ID, {"tenant": required.tenant_id, "subject": required.subject_id}
+            ).fetchall()
+            if not rows or bytes(rows[0][0]) != required.key_id:
+                return SubjectKeyGone("a subject key was destroyed before the write committed")
+        for change in batch.changes:
+            item = change.item
+            rows = conn.execute(sql.GET_VERSION, {"tenant": tenant, "id": item.id}).fetchall()
+            current = int(rows[0][0]) if rows else 0
+            if current != change.expected_version:
+                return VersionConflict(item.id, change.expected_version, current)
+        if batch.destroy_key is not None:
+            deleting = [c.item.id for c in batch.changes]
+            left = conn.execute(sql.SUBJECT_LEFT, (tenant, batch.destroy_key, deleting)).fetchone()
+            if left is not None:
+                return SubjectChanged("a subject changed during its forget")
+        return translate(error)
+
+    def add_subject_key(self, key: SubjectKey) -> SubjectKey:
+        """Store ``key`` unless the subject has one (one round trip); the stored one."""
+        with self._db.connection() as conn:
+            try:
+                cursor = _pipelined(conn, partial(_send_subject_key, conn, key))
+            except psycopg.Error:
+                conn.rollback()
+                raise
+            row = cursor.fetchone()
+        assert row is not None
+        return SubjectKey(key.tenant_id, key.subject_id, bytes(row[0]), bytes(row[1]))
+
+
+def _send_subject_key(conn: Connection, key: SubjectKey) -> Cursor:
+    conn.execute("BEGIN")
+    # Durable enough without waiting for its own flush: the key matters only to a batch
+    # that requires it, and that batch commits synchronously, which flushes the
+    # write-ahead log past this earlier commit record.
+    conn.execute("SET LOCAL synchronous_commit TO OFF")
+    conn.execute(sql.INSERT_SUBJECT_KEY, (key.tenant_id, key.subject_id, key.key_id, key.wrapped))
+    conn.execute("COMMIT")
+    return conn.execute(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
+
+
+def _write_item(conn: Connection, change: ItemChange) -> None:
+    """The item's row (inserted, or updated under its version guard) and its postings."""
+    item = change.item
+    params = dict(zip(ITEM_COLUMNS, item_row(item), strict=True))
+    if change.expected_version != 0:
+        conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id})
+        params["expected"] = change.expected_version
+    index = change.index
+    if index is not None:
+        params["length"] = index.length
+        params["terms"] = list(index.terms)
+        params["tfs"] = list(index.terms.values())
+    conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, index is not None)], params)
+
+
+def _pipelined(conn: Connection, send: Callable[[], T]) -> T:
+    """Run ``send``'s statements in one pipeline (one round trip); raise the first error.
+
+    The driver may report a failed statement while later ones are still being queued, or
+    only when the pipeline is drained; either way the pipeline is drained first, and the
+    statement's own error is raised, not the "pipeline aborted" of those skipped after it.
+    """
+    first: psycopg.Error | None = None
+    result: T | None = None
+    try:
+        with conn.pipeline():
+            try:
+                result = send()
+            except psycopg.Error as error:
+                first = error
+    except psycopg.Error as error:
+        first = first or error
+    if first is not None:
+        raise first
+    assert result is not None
+    return result
+
+
+def event_params(event: Event) -> dict[str, Any]:
+    """The named parameters of an event row (see ``sql.INSERT_EVENT``)."""
+    return dict(zip(EVENT_COLUMNS, event_values(event_row(event)), strict=True))
+
+
+def _position(cursor: Cursor) -> int:
+    row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+__all__ = ["PostgresBatches", "event_params"]

@@ -1,0 +1,97 @@
+"""Bulk paths of the PostgreSQL store: importing a log, rebuilding a tenant's projection.
+
+Both run in one write transaction holding the log's write lock. An import sends its
+events with ``executemany``; a rebuild loads projection rows and postings with ``COPY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from governed_memory.codec import item_row
+from governed_memory.core.events import StoredEvent
+from governed_memory.core.values import to_micros
+from governed_memory.errors import LogMoved
+from governed_memory.records import ItemChange
+from governed_memory.store.paging import require_ascending
+from governed_memory.store.postgres import sql
+from governed_memory.store.postgres.batch import event_params
+from governed_memory.store.postgres.database import Connection, PostgresDatabase
+
+#: What ``search_docs`` holds of one item: rowid, scope, length, its terms.
+Document = tuple[int, int, int, list[int]]
+
+
+def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> None:
+    """Append ``events`` with their own positions, each above the log's head, atomically."""
+    with database.write_transaction() as conn:
+        row = conn.execute(sql.HEAD).fetchone()
+        require_ascending(events, int(row[0]) if row else 0)
+        params = [{"position": s.position} | event_params(s.event) for s in events]
+        with conn.cursor() as cursor:
+            cursor.executemany(sql.IMPORT_EVENT, params)
+
+
+def rebuild(
+    database: PostgresDatabase, tenant_id: str, changes: Sequence[ItemChange], through: int
+) -> None:
+    """Replace the tenant's projection rows and postings with ``changes``, atomically;
+    ``LogMoved`` if the tenant's last event is no longer at ``through``."""
+    with database.write_transaction() as conn:
+        # write_transaction holds the log's write lock: no event can land until this
+        # rebuild commits, so the check below cannot be overtaken.
+        row = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
+        if (int(row[0]) if row else 0) != through:
+            raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
+        scopes = [row[0] for row in conn.execute(sql.TENANT_SCOPE_IDS, (tenant_id,))]
+        conn.execute(sql.DELETE_SCOPE_POSTINGS, (scopes,))
+        conn.execute(sql.DELETE_SCOPE_DOCUMENTS, (scopes,))
+        conn.execute(sql.EMPTY_SCOPES, (tenant_id,))
+        conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
+        if changes:
+            _load(conn, tenant_id, changes)
+
+
+def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> None:
+    """Bulk-load a tenant's projection rows and postings with COPY."""
+    scope_ids = _scopes(conn, tenant_id, changes)
+    rowids = [row[0] for row in conn.execute(sql.NEXT_ROWIDS, (len(changes),))]
+    with conn.cursor() as cursor:
+        with cursor.copy(sql.COPY_ITEMS) as copy:
+            for rowid, change in zip(rowids, changes, strict=True):
+                copy.write_row((rowid, *item_row(change.item)))
+        documents: list[Document] = []
+        with cursor.copy(sql.COPY_POSTINGS) as copy:
+            for rowid, change in zip(rowids, changes, strict=True):
+                item, index = change.item, change.index
+                if index is None:
+                    continue
+                scope = scope_ids[(item.agent_id, item.purpose)]
+                documents.append((rowid, scope, index.length, list(index.terms)))
+                static = (
+                    item.confidence,
+                    to_micros(item.updated_at),
+                    to_micros(item.expires_at),
+                    item.kind.value,
+                )
+                for term, tf in index.terms.items():
+                    copy.write_row((scope, term, rowid, tf, index.length, *static))
+        with cursor.copy(sql.COPY_DOCUMENTS) as copy:
+            for document in documents:
+                copy.write_row(document)
+    conn.execute(sql.SCOPE_TOTALS, (sorted(set(scope_ids.values())),))
+
+
+def _scopes(
+    conn: Connection, tenant_id: str, changes: Sequence[ItemChange]
+) -> dict[tuple[str, str], int]:
+    """The id of each of the tenant's scopes, by (agent, purpose), created where missing."""
+    indexed = sorted({(c.item.agent_id, c.item.purpose) for c in changes if c.index is not None})
+    conn.execute(sql.NEW_SCOPES, (tenant_id, [k[0] for k in indexed], [k[1] for k in indexed]))
+    return {
+        (agent, purpose): scope
+        for agent, purpose, scope in conn.execute(sql.TENANT_SCOPES, (tenant_id,))
+    }
+
+
+__all__ = ["import_events", "rebuild"]

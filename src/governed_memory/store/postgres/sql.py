@@ -1,0 +1,276 @@
+"""The SQL of the PostgreSQL store: every value travels as a parameter.
+
+psycopg prepares each of these on a connection after a few executions, so the server
+plans them once per connection rather than once per write. The reads here satisfy
+:class:`governed_memory.store.sql_reads.Dialect`; SQLite's counterpart is
+``store/sqlite/sql.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS
+
+P = "%s"
+EVERY_ROW: int | None = None  # LIMIT NULL reads every row
+
+
+def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column = ANY (%s::text[])``, the values as one array parameter."""
+    return f"{column} = ANY (%s::text[])", [list(values)]
+
+
+COLUMNS = ", ".join(ITEM_COLUMNS)
+ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+API_KEY_SELECT = f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys"
+EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
+EVENT_VALUES = ", ".join(f"%({name})s" for name in EVENT_COLUMNS)
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+GET_ITEM = ITEM_SELECT + " WHERE tenant_id = %s AND id = %s"
+SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s AND subject_id = %s ORDER BY id"
+TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s ORDER BY id"
+DUE_FOR_EXPIRY = (
+    ITEM_SELECT + " WHERE status IN ('active', 'quarantined') AND expires_at <= %s "
+    "ORDER BY expires_at, tenant_id, id LIMIT %s"
+)
+QUARANTINE = ITEM_SELECT + " WHERE tenant_id = %s AND status = 'quarantined'"
+GET_VERSION = "SELECT version FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
+GET_KEY_ID = (
+    "SELECT key_id FROM subject_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
+)
+GET_SUBJECT_KEY = (
+    "SELECT key_id, wrapped FROM subject_keys WHERE tenant_id = %s AND subject_id = %s"
+)
+SUBJECT_KEYS_OF = "SELECT subject_id, key_id, wrapped FROM subject_keys WHERE tenant_id = %s"
+SUBJECT_KEYS = (
+    "SELECT tenant_id, subject_id, key_id, wrapped FROM subject_keys "
+    "ORDER BY tenant_id, subject_id LIMIT %s"
+)
+GET_IDEMPOTENCY = (
+    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = %s AND key = %s"
+)
+EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
+TENANT_EVENTS_AFTER = (
+    EVENT_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"
+)
+MEMORY_EVENTS = (
+    f"{EVENT_SELECT} WHERE tenant_id = %s AND memory_id = %s "
+    f"UNION ALL {EVENT_SELECT} WHERE tenant_id = %s "
+    "AND subject_id = %s AND type = 'subject.forgotten' ORDER BY position"
+)
+TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
+HEAD = "SELECT coalesce(max(position), 0) FROM events"
+TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = %s"
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+PING = "SELECT 1 FROM schema_migrations LIMIT 1"
+GET_API_KEY = API_KEY_SELECT + " WHERE key_id = %s"
+# API keys are written by one autocommit statement each; RETURNING gives the driver rows.
+INSERT_API_KEY = (
+    f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) "
+    f"VALUES ({', '.join('%s' for _ in API_KEY_COLUMNS)}) RETURNING key_id"
+)
+GET_META = "SELECT value FROM store_meta WHERE name = %s"
+CLAIM_META = (
+    "INSERT INTO store_meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING "
+    "RETURNING value"
+)
+REPLACE_META = (
+    "INSERT INTO store_meta (name, value) VALUES (%s, %s) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value RETURNING value"
+)
+REVOKE_API_KEY = (
+    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE key_id = %s RETURNING key_id"
+)
+
+# Scope statistics and the document frequency of each query term, in one statement.
+SCOPE_STATISTICS = (
+    "SELECT s.id, s.documents, s.total_length, t.term, "
+    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term) "
+    "FROM scopes AS s CROSS JOIN unnest(%(terms)s::bigint[]) AS t (term) "
+    "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
+)
+
+# The matches of a search, one row per item with its term frequencies: postings of the
+# query terms in one scope (the primary key's prefix), under every hard filter. With
+# %(want)s set, each match is also scored with the core's formula (BM25 over the scope +
+# confidence + recency: core.retrieval.lexical_part + static_parts, as retrieval.rank sums
+# them) and only those that can rank in the top %(want)s are kept, near-ties of the last
+# one included; the core ranks the survivors again, exactly, so this score only has to
+# agree up to rounding.
+_WEIGHTS = (
+    "w AS (SELECT * FROM unnest(%(terms)s::bigint[], %(weights)s::float8[]) AS w (term, weight))"
+)
+_LEXICAL = (
+    "sum(w.weight * p.tf * (%(k1)s + 1.0) / (p.tf + %(k1)s * "
+    "(1.0 - %(b)s + %(b)s * p.length / %(average)s::float8)))"
+)
+_STATIC = (
+    "%(confidence_weight)s * {confidence} + %(recency_weight)s / "
+    "(1.0 + greatest(%(now)s - {updated_at}, 0) / %(half_life)s::float8)"
+)
+_ITEM_FILTERS = (
+    "m.tenant_id = %(tenant)s AND m.agent_id = %(agent)s AND m.purpose = %(purpose)s "
+    "AND m.status = 'active' AND m.expires_at > %(now)s"
+)
+_PRUNE = (
+    "cut AS (SELECT score - 1e-9 AS score FROM c ORDER BY score DESC "
+    "OFFSET %(want)s::integer - 1 LIMIT 1), "
+    "kept AS (SELECT * FROM c WHERE %(want)s::integer IS NULL "
+    "OR NOT EXISTS (SELECT 1 FROM cut) OR c.score >= (SELECT score FROM cut)) "
+)
+_PRUNED = (
+    "%(want)s::integer IS NOT NULL AND EXISTS (SELECT 1 FROM c, cut WHERE c.score < cut.score)"
+)
+# A whole scope: postings alone are filtered (expiry, kinds) and scored; only the kept few
+# are joined to their items, where every hard filter applies again.
+SCOPE_CANDIDATES = (
+    f"WITH {_WEIGHTS}, "
+    "c AS (SELECT p.item, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
+    f"min(p.length) AS length, {_LEXICAL} + "
+    + _STATIC.format(confidence="min(p.confidence)", updated_at="min(p.updated_at)")
+    + " AS score FROM postings AS p JOIN w ON w.term = p.term "
+    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
+    "AND p.expires_at > %(now)s{kinds} GROUP BY p.item), "
+    f"{_PRUNE}"
+    "SELECT m.id, kept.terms, kept.tfs, kept.length, m.confidence, m.updated_at, m.tokens, "
+    f"{_PRUNED} AS pruned FROM kept JOIN memories AS m ON m.rowid = kept.item "
+    f"WHERE {_ITEM_FILTERS}{{item_kinds}}"
+)
+# One subject's items: joined first (they are few), then scored.
+SUBJECT_CANDIDATES = (
+    f"WITH {_WEIGHTS}, "
+    "c AS (SELECT m.rowid, m.id, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
+    "min(p.length) AS length, m.confidence, m.updated_at, m.tokens, "
+    f"{_LEXICAL} + "
+    + _STATIC.format(confidence="m.confidence", updated_at="m.updated_at")
+    + " AS score "
+    "FROM postings AS p JOIN w ON w.term = p.term JOIN memories AS m ON m.rowid = p.item "
+    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
+    f"AND {_ITEM_FILTERS} AND m.subject_id = %(subject)s{{item_kinds}} GROUP BY m.rowid), "
+    f"{_PRUNE}"
+    "SELECT id, terms, tfs, length, confidence, updated_at, tokens, "
+    f"{_PRUNED} AS pruned FROM kept"
+)
+
+# -- writes ---------------------------------------------------------------------------------
+
+# Under the write lock the next position is the current maximum plus one: positions are
+# gapless, and a batch rolled back leaves no hole.
+_NEXT_POSITION = "(SELECT coalesce(max(position), 0) + 1 FROM events)"
+INSERT_EVENT = (
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({_NEXT_POSITION}, {EVENT_VALUES}) "
+    "RETURNING position"
+)
+# The first statement of a batch, as the SQLite store checks the key first; the batch's
+# first event takes the next position, since the write lock is held.
+INSERT_IDEMPOTENCY = (
+    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES "
+    "(%(tenant)s, %(key)s, %(fingerprint)s, %(result)s, "
+    f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
+)
+REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
+# Delete the key, then refuse if an item of the subject is left undeleted (this statement
+# sees the batch's own deletions, made by earlier statements of the transaction).
+DESTROY_KEY = (
+    "WITH gone AS (DELETE FROM subject_keys WHERE tenant_id = %(tenant)s "
+    "AND subject_id = %(subject)s) "
+    "SELECT gm_require(NOT EXISTS (SELECT 1 FROM memories WHERE tenant_id = %(tenant)s "
+    "AND subject_id = %(subject)s AND status <> 'deleted'), 'subject_changed')"
+)
+
+# A new item is a plain INSERT: the unique constraint on (tenant_id, id) refuses it when the
+# id exists. A change is an UPDATE guarded by the version it was decided on; matching no
+# row fails the guard.
+_INSERT_ITEM = (
+    f"INSERT INTO memories ({COLUMNS}) VALUES ("
+    + ", ".join(f"%({c})s" for c in ITEM_COLUMNS)
+    + ") RETURNING rowid"
+)
+_UPDATE_ITEM = (
+    "UPDATE memories SET "
+    + ", ".join(f"{c} = %({c})s" for c in ITEM_COLUMNS[2:])
+    + " WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND version = %(expected)s"
+    " RETURNING rowid"
+)
+_GUARD = "SELECT gm_require(EXISTS (SELECT 1 FROM m), 'version')"
+# The postings of a searchable item, its document and its scope's statistics, in the same
+# statement as the item row: one INSERT … SELECT FROM unnest for all the postings.
+_INDEX = (
+    "s AS (INSERT INTO scopes AS s (tenant_id, agent_id, purpose, documents, total_length) "
+    "SELECT %(tenant_id)s, %(agent_id)s, %(purpose)s, 1, %(length)s::integer FROM m "
+    "ON CONFLICT (tenant_id, agent_id, purpose) DO UPDATE SET "
+    "documents = s.documents + 1, total_length = s.total_length + excluded.total_length "
+    "RETURNING id), "
+    "d AS (INSERT INTO search_docs (item, scope, length, terms) "
+    "SELECT m.rowid, s.id, %(length)s, %(terms)s::bigint[] FROM m, s), "
+    "p AS (INSERT INTO postings "
+    "(scope, term, item, tf, length, confidence, updated_at, expires_at, kind) "
+    "SELECT s.id, u.term, m.rowid, u.tf, %(length)s, %(confidence)s, %(updated_at)s, "
+    "%(expires_at)s, %(kind)s FROM m, s, "
+    "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)) "
+)
+WRITE_ITEM = {
+    # (new item, indexed) -> statement
+    (True, False): (_INSERT_ITEM),
+    (True, True): f"WITH m AS ({_INSERT_ITEM}), {_INDEX}SELECT 1",
+    (False, False): f"WITH m AS ({_UPDATE_ITEM}) {_GUARD}",
+    (False, True): f"WITH m AS ({_UPDATE_ITEM}), {_INDEX}{_GUARD}",
+}
+# Before an item changes, its old postings go, and its scope's statistics with them.
+DROP_INDEX = (
+    "WITH d AS (DELETE FROM search_docs WHERE item = "
+    "(SELECT rowid FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s) "
+    "RETURNING item, scope, length, terms), "
+    "p AS (DELETE FROM postings USING d WHERE postings.scope = d.scope "
+    "AND postings.term = ANY (d.terms) AND postings.item = d.item) "
+    "UPDATE scopes SET documents = scopes.documents - 1, "
+    "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope"
+)
+INSERT_SUBJECT_KEY = (
+    "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
+# After a refused forget (batch._explain): an item of the subject the batch left undeleted.
+SUBJECT_LEFT = (
+    "SELECT 1 FROM memories WHERE tenant_id = %s AND subject_id = %s "
+    "AND status <> 'deleted' AND NOT id = ANY (%s) LIMIT 1"
+)
+IMPORT_EVENT = (
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
+    f"VALUES (%(position)s, {EVENT_VALUES})"
+)
+
+# -- rebuild (see bulk.py) ------------------------------------------------------------------
+
+TENANT_SCOPE_IDS = "SELECT id FROM scopes WHERE tenant_id = %s"
+DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ANY (%s::bigint[])"
+DELETE_SCOPE_DOCUMENTS = "DELETE FROM search_docs WHERE scope = ANY (%s::bigint[])"
+EMPTY_SCOPES = "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s"
+DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = %s"
+NEW_SCOPES = (
+    "INSERT INTO scopes (tenant_id, agent_id, purpose) "
+    "SELECT %s, a, p FROM unnest(%s::text[], %s::text[]) AS k (a, p) "
+    "ON CONFLICT (tenant_id, agent_id, purpose) DO NOTHING"
+)
+TENANT_SCOPES = "SELECT agent_id, purpose, id FROM scopes WHERE tenant_id = %s"
+NEXT_ROWIDS = (
+    "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) FROM generate_series(1, %s)"
+)
+COPY_ITEMS = f"COPY memories (rowid, {COLUMNS}) FROM STDIN"
+COPY_POSTINGS = (
+    "COPY postings (scope, term, item, tf, length, confidence, updated_at, expires_at, "
+    "kind) FROM STDIN"
+)
+COPY_DOCUMENTS = "COPY search_docs (item, scope, length, terms) FROM STDIN"
+SCOPE_TOTALS = (
+    "UPDATE scopes SET documents = agg.documents, total_length = agg.total_length "
+    "FROM (SELECT scope, count(*) AS documents, sum(length) AS total_length "
+    "FROM search_docs WHERE scope = ANY (%s::bigint[]) GROUP BY scope) AS agg "
+    "WHERE scopes.id = agg.scope"
+)

@@ -1,0 +1,235 @@
+"""The port's reads over a SQL database, written once for SQLite and PostgreSQL.
+
+As eventsourcing does with its recorders, the logic is shared and the SQL is not: each
+backend's ``sql`` module holds its statements (its placeholders, ``?`` or ``%s``; its way of
+matching a list, ``IN (…)`` or ``= ANY (…)``) and satisfies :class:`Dialect`; its database
+object runs them and satisfies :class:`Database`. A backend's store class derives from
+:class:`SQLReads` and adds its writes, search and bulk paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from governed_memory.codec import (
+    api_key_from_row,
+    api_key_row,
+    idempotency_from_row,
+    item_from_row,
+    stored_event_from_row,
+)
+from governed_memory.core.events import StoredEvent
+from governed_memory.core.model import ItemState
+from governed_memory.core.values import to_micros
+from governed_memory.records import ApiKey, IdempotencyRecord, SubjectKey
+from governed_memory.store.paging import paged_events
+
+
+class Dialect(Protocol):
+    """The statements the shared reads run: a backend's ``sql`` module."""
+
+    P: str  # the placeholder of one positional parameter
+    EVERY_ROW: int | None  # the LIMIT parameter that reads every row
+    ITEM_SELECT: str
+    GET_ITEM: str
+    SUBJECT_ITEMS: str
+    GET_SUBJECT_KEY: str
+    SUBJECT_KEYS_OF: str
+    SUBJECT_KEYS: str
+    GET_IDEMPOTENCY: str
+    EVENTS_AFTER: str
+    TENANT_EVENTS_AFTER: str
+    MEMORY_EVENTS: str
+    DUE_FOR_EXPIRY: str
+    QUARANTINE: str
+    TENANTS: str
+    TENANT_ITEMS: str
+    HEAD: str
+    SCHEMA_VERSION: str
+    API_KEY_SELECT: str
+    GET_API_KEY: str
+    INSERT_API_KEY: str
+    REVOKE_API_KEY: str
+    GET_META: str
+    CLAIM_META: str
+    REPLACE_META: str
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` matches one of ``values``: the condition and its parameters."""
+        ...
+
+
+class Database(Protocol):
+    """What the shared reads need of a backend's database object."""
+
+    def query(self, sql: str, params: Sequence[Any] = (), *, wait: bool = True) -> list[Any]:
+        """The rows of one read (in this thread's snapshot, if one is open). With
+        ``wait=False`` raise ``ReadWouldWait`` rather than wait for the database."""
+        ...
+
+    def write(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """Run one writing statement on its own, committed; the rows it returns."""
+        ...
+
+
+class SQLReads:
+    """The port's reads, and the API-key admin, over a :class:`Database`."""
+
+    def __init__(self, database: Database, dialect: Dialect) -> None:
+        self._db = database
+        self._sql = dialect
+
+    # -- items ----------------------------------------------------------------------------
+
+    def get(self, tenant_id: str, memory_id: str) -> ItemState | None:
+        rows = self._db.query(self._sql.GET_ITEM, (tenant_id, memory_id))
+        return item_from_row(rows[0]) if rows else None
+
+    def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemState]:
+        if not memory_ids:
+            return {}
+        condition, params = self._sql.any_of("id", memory_ids)
+        rows = self._db.query(
+            f"{self._sql.ITEM_SELECT} WHERE tenant_id = {self._sql.P} AND {condition}",
+            (tenant_id, *params),
+        )
+        items = (item_from_row(row) for row in rows)
+        return {item.id: item for item in items}
+
+    def subject_items(self, tenant_id: str, subject_id: str) -> list[ItemState]:
+        rows = self._db.query(self._sql.SUBJECT_ITEMS, (tenant_id, subject_id))
+        return [item_from_row(row) for row in rows]
+
+    def due_for_expiry(self, now: datetime, limit: int) -> list[ItemState]:
+        rows = self._db.query(self._sql.DUE_FOR_EXPIRY, (to_micros(now), limit))
+        return [item_from_row(row) for row in rows]
+
+    def quarantine(
+        self,
+        tenant_id: str,
+        agents: frozenset[str] | None,
+        agent_id: str | None,
+        purpose: str | None,
+        limit: int,
+        after: tuple[int, str] | None,
+    ) -> list[ItemState]:
+        p = self._sql.P
+        sql = self._sql.QUARANTINE
+        params: list[Any] = [tenant_id]
+        if agents is not None:
+            condition, values = self._sql.any_of("agent_id", sorted(agents))
+            sql += f" AND {condition}"
+            params += values
+        if agent_id is not None:
+            sql += f" AND agent_id = {p}"
+            params.append(agent_id)
+        if purpose is not None:
+            sql += f" AND purpose = {p}"
+            params.append(purpose)
+        if after is not None:
+            sql += f" AND (updated_at, id) > ({p}, {p})"
+            params += list(after)
+        sql += f" ORDER BY updated_at, id LIMIT {p}"
+        params.append(limit)
+        return [item_from_row(row) for row in self._db.query(sql, params)]
+
+    def tenant_items(self, tenant_id: str) -> Iterator[ItemState]:
+        rows = self._db.query(self._sql.TENANT_ITEMS, (tenant_id,))
+        return (item_from_row(row) for row in rows)
+
+    # -- subject keys ---------------------------------------------------------------------
+
+    def subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey | None:
+        rows = self._db.query(self._sql.GET_SUBJECT_KEY, (tenant_id, subject_id))
+        if not rows:
+            return None
+        return SubjectKey(tenant_id, subject_id, bytes(rows[0][0]), bytes(rows[0][1]))
+
+    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
+        wanted = sorted(set(subject_ids))
+        if not wanted:
+            return {}
+        condition, params = self._sql.any_of("subject_id", wanted)
+        rows = self._db.query(f"{self._sql.SUBJECT_KEYS_OF} AND {condition}", (tenant_id, *params))
+        return {s: SubjectKey(tenant_id, s, bytes(k), bytes(w)) for s, k, w in rows}
+
+    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
+        rows = self._db.query(
+            self._sql.SUBJECT_KEYS, (self._sql.EVERY_ROW if limit is None else limit,)
+        )
+        return (SubjectKey(t, s, bytes(k), bytes(w)) for t, s, k, w in rows)
+
+    # -- the log --------------------------------------------------------------------------
+
+    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, key))
+        return idempotency_from_row(tenant_id, key, rows[0]) if rows else None
+
+    def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
+        if tenant_id is None:
+            rows = self._db.query(self._sql.EVENTS_AFTER, (after, limit))
+        else:
+            rows = self._db.query(self._sql.TENANT_EVENTS_AFTER, (tenant_id, after, limit))
+        return [stored_event_from_row(row) for row in rows]
+
+    def memory_events(self, tenant_id: str, memory_id: str, subject_id: str) -> list[StoredEvent]:
+        rows = self._db.query(
+            self._sql.MEMORY_EVENTS, (tenant_id, memory_id, tenant_id, subject_id)
+        )
+        return [stored_event_from_row(row) for row in rows]
+
+    def tenants(self) -> list[str]:
+        return [row[0] for row in self._db.query(self._sql.TENANTS)]
+
+    def tenant_events(self, tenant_id: str) -> Iterator[StoredEvent]:
+        return paged_events(self.events_after, tenant_id)
+
+    def head(self) -> int:
+        (position,) = self._db.query(self._sql.HEAD)[0]
+        return int(position)
+
+    def schema_version(self) -> int:
+        """The highest migration applied."""
+        (version,) = self._db.query(self._sql.SCHEMA_VERSION)[0]
+        return int(version)
+
+    # -- facts about the store ------------------------------------------------------------
+
+    def meta(self, name: str) -> str | None:
+        rows = self._db.query(self._sql.GET_META, (name,))
+        return str(rows[0][0]) if rows else None
+
+    def claim_meta(self, name: str, value: str) -> str:
+        self._db.write(self._sql.CLAIM_META, (name, value))
+        stored = self.meta(name)
+        assert stored is not None  # claimed now, or by whoever was first
+        return stored
+
+    def replace_meta(self, name: str, value: str) -> None:
+        self._db.write(self._sql.REPLACE_META, (name, value))
+
+    # -- API keys -------------------------------------------------------------------------
+
+    def add_api_key(self, key: ApiKey) -> None:
+        self._db.write(self._sql.INSERT_API_KEY, api_key_row(key))
+
+    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
+        rows = self._db.query(self._sql.GET_API_KEY, (key_id,), wait=wait)
+        return api_key_from_row(rows[0]) if rows else None
+
+    def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
+        sql = self._sql.API_KEY_SELECT
+        params: tuple[str, ...] = ()
+        if tenant_id is not None:
+            sql += f" WHERE tenant_id = {self._sql.P}"
+            params = (tenant_id,)
+        rows = self._db.query(sql + " ORDER BY tenant_id, created_at, key_id", params)
+        return [api_key_from_row(row) for row in rows]
+
+    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
+        return bool(self._db.write(self._sql.REVOKE_API_KEY, (to_micros(at), key_id)))
+
+
+__all__ = ["Database", "Dialect", "SQLReads"]

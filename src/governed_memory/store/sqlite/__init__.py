@@ -1,0 +1,11 @@
+"""The embedded SQLite backend: one database file, WAL, durable commits, secure delete.
+
+Read side by side with :mod:`governed_memory.store.postgres`: the same module names hold
+the same parts (``store``, ``database``, ``batch``, ``search``, ``bulk``, ``sql``), plus
+``top_k``, SQLite's threshold algorithm over the postings.
+"""
+
+from governed_memory.store.sqlite.database import Synchronous
+from governed_memory.store.sqlite.store import DATABASE_FILE, SQLiteStore
+
+__all__ = ["DATABASE_FILE", "SQLiteStore", "Synchronous"]

@@ -1,0 +1,240 @@
+"""Applying batches to SQLite: one ``BEGIN IMMEDIATE`` transaction per group of batches.
+
+The group commit (:mod:`governed_memory.store.group_commit`) hands the leader every queued
+batch; here each is applied inside its own savepoint in one transaction, which commits
+once. A failed batch rolls back to its savepoint and fails alone; the others commit.
+
+Each batch is checked in one order, which the PostgreSQL store follows too: the
+idempotency key (:class:`IdempotencyKeyTaken`), the required subject key
+(:class:`SubjectKeyGone`), each item's version (:class:`VersionConflict`), and for a forget
+the subject's items left undeleted (:class:`SubjectChanged`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from array import array
+from collections import ChainMap
+from collections.abc import MutableMapping
+
+from governed_memory.codec import (
+    event_row,
+    event_values,
+    idempotency_from_row,
+    idempotency_result,
+    item_row,
+)
+from governed_memory.core.events import StoredEvent
+from governed_memory.core.model import ItemState
+from governed_memory.core.values import to_micros
+from governed_memory.errors import (
+    IdempotencyKeyTaken,
+    StoreUnavailable,
+    SubjectChanged,
+    SubjectKeyGone,
+    VersionConflict,
+)
+from governed_memory.records import Batch, ItemChange, SubjectKey
+from governed_memory.store.group_commit import Pending
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.database import SQLiteDatabase, translate
+
+ScopeKey = tuple[str, str, str]
+ScopeIds = MutableMapping[ScopeKey, int]
+
+
+class SQLiteBatches:
+    """Commits groups of batches on the writer connection; remembers scope ids."""
+
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self._db = database
+        #: (tenant, agent, purpose) → scope row id, for scopes known to be committed.
+        self.scope_ids: dict[ScopeKey, int] = {}
+
+    def commit_group(self, group: list[Pending]) -> None:
+        """Apply every batch of ``group`` in one transaction (the write lock is held)."""
+        conn = self._db.writer
+        try:
+            if self._db.closed:
+                raise StoreUnavailable("the store is closed")
+            conn.execute("BEGIN IMMEDIATE")
+            new_scopes = self._apply_each(conn, group)
+            if len(group) == 1 and group[0].error is not None:
+                conn.execute("ROLLBACK")
+            else:
+                conn.execute("COMMIT")
+        except BaseException as error:  # the whole group failed to commit
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            failure = (
+                translate(error)
+                if isinstance(error, Exception)
+                else StoreUnavailable("the write was interrupted")
+            )
+            for pending in group:  # nobody is acknowledged for a transaction that failed
+                pending.error, pending.result = pending.error or failure, []
+            if not isinstance(error, Exception):
+                raise
+        else:
+            self.scope_ids.update(new_scopes)
+            if any(p.batch.destroy_key is not None and p.error is None for p in group):
+                # Forget: push the purged pages out of the WAL so nothing lingers there.
+                self._db.checkpoint()
+            elif self._db.checkpoint_due:
+                self._db.checkpoint(attempts=1)
+        finally:
+            for pending in group:
+                pending.done = True
+
+    def _apply_each(self, conn: sqlite3.Connection, group: list[Pending]) -> dict[ScopeKey, int]:
+        """Apply each batch in a savepoint of its own (none for a lone batch); the scopes
+        the batches that stand have created."""
+        new_scopes: dict[ScopeKey, int] = {}
+        single = len(group) == 1
+        for pending in group:
+            if not single:
+                conn.execute("SAVEPOINT batch")
+            # Scopes created by a batch are remembered only if the batch stands: a
+            # rolled-back scope row's id would be reused for another scope.
+            created: dict[ScopeKey, int] = {}
+            try:
+                scopes = ChainMap(created, new_scopes)  # writes land in ``created``
+                pending.result = self._apply(conn, pending.batch, scopes)
+            except Exception as error:  # noqa: BLE001 - fails this batch alone
+                pending.error = translate(error)
+                if not single:
+                    conn.execute("ROLLBACK TO batch")
+            else:
+                new_scopes.update(created)
+            if not single:
+                conn.execute("RELEASE batch")
+        return new_scopes
+
+    def _apply(self, conn: sqlite3.Connection, batch: Batch, scopes: ScopeIds) -> list[StoredEvent]:
+        self._check_keys(conn, batch)
+        for change in batch.changes:
+            rowid = self._write_item(conn, change)
+            self._reindex(conn, change, rowid, scopes)
+        stored = []
+        for event in batch.events:
+            (position,) = conn.execute(sql.INSERT_EVENT, event_values(event_row(event))).fetchone()
+            stored.append(StoredEvent(position, event))
+        if batch.idempotency is not None:
+            record = batch.idempotency
+            conn.execute(
+                sql.INSERT_IDEMPOTENCY,
+                (
+                    batch.tenant_id,
+                    record.key,
+                    record.fingerprint,
+                    idempotency_result(record),
+                    stored[0].position if stored else None,
+                ),
+            )
+        if batch.destroy_key is not None:
+            self._destroy_key(conn, batch.tenant_id, batch.destroy_key)
+        return stored
+
+    @staticmethod
+    def _check_keys(conn: sqlite3.Connection, batch: Batch) -> None:
+        """Refuse a batch whose idempotency key is taken or whose subject key is gone."""
+        tenant = batch.tenant_id
+        if batch.idempotency is not None:
+            key = batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            if row is not None:
+                raise IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+        if batch.require_key is not None:
+            required = batch.require_key
+            row = conn.execute(sql.GET_KEY_ID, (required.tenant_id, required.subject_id)).fetchone()
+            if row is None or bytes(row[0]) != required.key_id:
+                raise SubjectKeyGone(f"a subject key of tenant {tenant!r} was destroyed")
+
+    @staticmethod
+    def _destroy_key(conn: sqlite3.Connection, tenant: str, subject: str) -> None:
+        """Delete the subject's key, unless an item of the subject is left undeleted."""
+        if conn.execute(sql.SUBJECT_LEFT, (tenant, subject)).fetchone() is not None:
+            raise SubjectChanged(f"a subject of tenant {tenant!r} changed during forget")
+        conn.execute(sql.DESTROY_KEY, (tenant, subject))
+
+    def _write_item(self, conn: sqlite3.Connection, change: ItemChange) -> int:
+        """Insert or update the item's row, guarded by its version; the row's rowid."""
+        item = change.item
+        row = item_row(item)
+        if change.expected_version == 0:
+            try:
+                (rowid,) = conn.execute(sql.INSERT_ITEM, row).fetchone()
+                return int(rowid)
+            except sqlite3.IntegrityError:
+                raise VersionConflict(item.id, 0, self._version(conn, item)) from None
+        found = conn.execute(
+            sql.UPDATE_ITEM, (*row[2:], item.tenant_id, item.id, change.expected_version)
+        ).fetchone()
+        if found is None:
+            raise VersionConflict(item.id, change.expected_version, self._version(conn, item))
+        return int(found[0])
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection, item: ItemState) -> int:
+        row = conn.execute(sql.GET_VERSION, (item.tenant_id, item.id)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _scope_id(self, conn: sqlite3.Connection, item: ItemState, scopes: ScopeIds) -> int:
+        key = (item.tenant_id, item.agent_id, item.purpose)
+        known = self.scope_ids.get(key) or scopes.get(key)
+        if known is not None:
+            return known
+        conn.execute(sql.INSERT_SCOPE, key)
+        (scope,) = conn.execute(sql.GET_SCOPE_ID, key).fetchone()
+        scopes[key] = int(scope)
+        return int(scope)
+
+    def _reindex(
+        self, conn: sqlite3.Connection, change: ItemChange, rowid: int, scopes: ScopeIds
+    ) -> None:
+        """Replace the item's postings, its search document and its scope's totals."""
+        if change.expected_version != 0:
+            self._drop_index(conn, rowid)
+        index = change.index
+        if index is None:
+            return
+        item = change.item
+        updated_at, expires = to_micros(item.updated_at), to_micros(item.expires_at)
+        kind = item.kind.value
+        scope = self._scope_id(conn, item, scopes)
+        conn.executemany(
+            sql.INSERT_POSTING,
+            [
+                (scope, term, rowid, tf, index.length, item.confidence, updated_at, expires, kind)
+                for term, tf in index.terms.items()
+            ],
+        )
+        conn.execute(
+            sql.INSERT_DOCUMENT, (rowid, scope, index.length, array("q", index.terms).tobytes())
+        )
+        conn.execute(sql.DOCUMENT_ADDED, (index.length, scope))
+
+    @staticmethod
+    def _drop_index(conn: sqlite3.Connection, rowid: int) -> None:
+        old = conn.execute(sql.OLD_DOCUMENT, (rowid,)).fetchone()
+        if old is None:
+            return
+        scope, length, packed = old
+        terms = array("q")
+        terms.frombytes(packed)
+        conn.executemany(sql.DELETE_POSTING, [(scope, term, rowid) for term in terms])
+        conn.execute(sql.DELETE_DOCUMENT, (rowid,))
+        conn.execute(sql.DOCUMENT_REMOVED, (length, scope))
+
+    def add_subject_key(self, key: SubjectKey) -> SubjectKey:
+        """Store ``key`` unless the subject has one (its own transaction); the stored one."""
+        with self._db.write_transaction() as conn:
+            conn.execute(
+                sql.INSERT_SUBJECT_KEY, (key.tenant_id, key.subject_id, key.key_id, key.wrapped)
+            )
+        rows = self._db.query(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
+        assert rows, "a subject key was stored and is gone"
+        return SubjectKey(key.tenant_id, key.subject_id, bytes(rows[0][0]), bytes(rows[0][1]))
+
+
+__all__ = ["SQLiteBatches"]

@@ -1,0 +1,119 @@
+"""Bulk paths of the SQLite store: importing a log, rebuilding a tenant's projection.
+
+Both run in one write transaction of their own (outside group commit) and write with a few
+``executemany`` statements rather than a few statements per item.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from governed_memory.codec import event_row, event_values, item_row
+from governed_memory.core.events import StoredEvent
+from governed_memory.core.values import to_micros
+from governed_memory.errors import LogMoved
+from governed_memory.records import ItemChange
+from governed_memory.store.paging import require_ascending
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.database import SQLiteDatabase
+
+ScopeKey = tuple[str, str, str]
+
+
+def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
+    """Append ``events`` with their own positions, each above the log's head, atomically."""
+    with database.write_transaction() as conn:
+        (head,) = conn.execute(sql.HEAD).fetchone()
+        require_ascending(events, head)
+        for stored in events:
+            conn.execute(
+                sql.IMPORT_EVENT, (stored.position, *event_values(event_row(stored.event)))
+            )
+
+
+def rebuild(
+    database: SQLiteDatabase, tenant_id: str, changes: Sequence[ItemChange], through: int
+) -> dict[ScopeKey, int]:
+    """Replace the tenant's rows in bulk: a few statements, not a few per item.
+
+    Refused with ``LogMoved`` if the tenant's last event is no longer at ``through``.
+    Returns the ids of the tenant's scopes, committed.
+    """
+    with database.write_transaction() as conn:
+        # The write transaction holds the write lock: no event can land until this
+        # rebuild commits, so the check below cannot be overtaken.
+        (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
+        if last != through:  # a write landed after the log was read: fold again
+            raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
+        scopes = _clear(conn, tenant_id)
+        for change in changes:
+            key = (tenant_id, change.item.agent_id, change.item.purpose)
+            if change.index is not None and key not in scopes:
+                conn.execute(sql.NEW_SCOPE, key)
+                scopes[key] = conn.execute(sql.GET_SCOPE_ID, key).fetchone()[0]
+        (top,) = conn.execute(sql.TOP_ROWID).fetchone()
+        rows = _Rows.of(tenant_id, changes, scopes, first_rowid=top + 1)
+        conn.executemany(sql.LOAD_ITEM, rows.items)
+        conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
+        rows.postings.sort()  # in key order: each B-tree page is visited once
+        conn.executemany(sql.INSERT_POSTING, rows.postings)
+        conn.executemany(
+            sql.SCOPE_TOTALS,
+            [(n, length, scope) for scope, (n, length) in rows.totals.items()],
+        )
+    return scopes
+
+
+def _clear(conn: sqlite3.Connection, tenant_id: str) -> dict[ScopeKey, int]:
+    """Delete the tenant's items, documents and postings; its scopes' ids, which stay."""
+    scopes = conn.execute(sql.TENANT_SCOPES, (tenant_id,)).fetchall()
+    for scope, *_ in scopes:
+        conn.execute(sql.DELETE_SCOPE_POSTINGS, (scope,))
+    conn.execute(sql.DELETE_TENANT_DOCUMENTS, (tenant_id,))
+    conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
+    return {(t, a, p): scope for scope, t, a, p in scopes}
+
+
+@dataclass
+class _Rows:
+    """Every row a rebuild inserts, and each scope's new document count and length."""
+
+    items: list[tuple[Any, ...]] = field(default_factory=list)
+    documents: list[tuple[Any, ...]] = field(default_factory=list)
+    postings: list[tuple[Any, ...]] = field(default_factory=list)
+    totals: dict[int, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        tenant_id: str,
+        changes: Sequence[ItemChange],
+        scopes: dict[ScopeKey, int],
+        first_rowid: int,
+    ) -> _Rows:
+        rows = cls(totals={scope: [0, 0] for scope in scopes.values()})
+        for rowid, change in enumerate(changes, start=first_rowid):
+            item, index = change.item, change.index
+            rows.items.append((rowid, *item_row(item)))
+            if index is None:
+                continue
+            scope = scopes[(tenant_id, item.agent_id, item.purpose)]
+            rows.documents.append((rowid, scope, index.length, array("q", index.terms).tobytes()))
+            rows.totals[scope][0] += 1
+            rows.totals[scope][1] += index.length
+            fixed = (
+                index.length,
+                item.confidence,
+                to_micros(item.updated_at),
+                to_micros(item.expires_at),
+                item.kind.value,
+            )
+            rows.postings.extend((scope, t, rowid, tf, *fixed) for t, tf in index.terms.items())
+        return rows
+
+
+__all__ = ["import_events", "rebuild"]

@@ -1,0 +1,88 @@
+"""The entry of a SQLite search: the scope, its statistics, and small or large, decided once.
+
+Most scopes are small: every posting of the query terms fits in one read of at most
+:data:`SMALL_SCOPE_POSTINGS` rows, which also gives each term's document frequency, and the
+search is answered from those rows (:meth:`~.top_k.ScopedSearch.small`). A larger scope has
+its frequencies counted (cached until the scope's postings change, which bumps its
+``generation``) and goes to the threshold algorithm (:meth:`~.top_k.ScopedSearch.large`).
+A scope whose cached frequencies already say it is large skips the first read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from governed_memory.core.retrieval import ScopeStatistics
+from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
+
+#: Up to this many postings of the query terms, a scope is read whole (one statement).
+SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
+#: How many cached document frequencies are kept before the cache starts afresh.
+_CACHE_LIMIT = 100_000
+
+
+class SQLiteSearch:
+    """Searches over the store's database, with a cache of document frequencies."""
+
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self._db = database
+        #: (scope, term) → (the scope's generation, the term's document frequency).
+        self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def search(self, request: SearchRequest) -> SearchMatches:
+        scope_rows = self._db.query(
+            sql.SCOPE, (request.tenant_id, request.agent_id, request.purpose)
+        )
+        if not scope_rows or not request.terms:
+            return SearchMatches(ScopeStatistics(0, 0, {}), [])
+        scope, documents, total_length, generation = scope_rows[0]
+        search = ScopedSearch(self._db, request, scope)
+        terms = list(dict.fromkeys(request.terms))
+        few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
+        if few is not None:
+            counted = Counter(term for term, *_ in few)
+            frequency = {term: counted[term] for term in request.terms}
+            return search.small(ScopeStatistics(int(documents), int(total_length), frequency), few)
+        frequency = {term: self._frequency(scope, generation, term) for term in request.terms}
+        return search.large(ScopeStatistics(int(documents), int(total_length), frequency))
+
+    def _known_large(self, scope: int, generation: int, terms: Sequence[int]) -> bool:
+        """Whether the cached frequencies, still current, already say the scope is large."""
+        cached = [self._frequencies.get((scope, term)) for term in terms]
+        return (
+            all(c is not None and c[0] == generation for c in cached)
+            and sum(c[1] for c in cached if c is not None) > SMALL_SCOPE_POSTINGS
+        )
+
+    def _few(self, scope: int, terms: Sequence[int]) -> list[Posting] | None:
+        """Every posting of ``terms`` in the scope, in one read, when there are at most
+        ``SMALL_SCOPE_POSTINGS`` of them (most scopes); else ``None``.
+
+        A small scope is answered from these rows alone: their count per term is the
+        document frequency (expired items still count, as in :meth:`_frequency`), and
+        their items are the candidates.
+        """
+        rows = self._db.query(
+            sql.few_postings(len(terms)), (scope, *terms, SMALL_SCOPE_POSTINGS + 1)
+        )
+        return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
+
+    def _frequency(self, scope: int, generation: int, term: int) -> int:
+        """How many searchable items of the scope contain the term (an index-only count),
+        cached until the scope's postings change (its generation)."""
+        key = (scope, term)
+        cached = self._frequencies.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        (count,) = self._db.query(sql.DOCUMENT_FREQUENCY, (scope, term))[0]
+        if len(self._frequencies) > _CACHE_LIMIT:
+            self._frequencies.clear()
+        self._frequencies[key] = (generation, int(count))
+        return int(count)
+
+
+__all__ = ["SMALL_SCOPE_POSTINGS", "SQLiteSearch"]

@@ -1,0 +1,211 @@
+"""The SQL of the SQLite store: every value travels as a ``?`` parameter.
+
+The reads here satisfy :class:`governed_memory.store.sql_reads.Dialect`; the rest are the
+statements of :mod:`.batch`, :mod:`.search`, :mod:`.top_k` and :mod:`.bulk`.
+PostgreSQL's counterpart is ``store/postgres/sql.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS
+
+P = "?"
+EVERY_ROW: int | None = -1  # LIMIT -1 reads every row
+
+
+def marks(count: int) -> str:
+    """``count`` placeholders, comma-separated."""
+    return ", ".join("?" for _ in range(count))
+
+
+def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column IN (?, …)``; an empty list matches nothing (``IN (NULL)``)."""
+    return f"{column} IN ({marks(len(values)) or 'NULL'})", list(values)
+
+
+COLUMNS = ", ".join(ITEM_COLUMNS)
+EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
+
+# -- reads ----------------------------------------------------------------------------------
+
+ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+GET_ITEM = ITEM_SELECT + " WHERE tenant_id = ? AND id = ?"
+SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? AND subject_id = ? ORDER BY id"
+TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? ORDER BY id"
+DUE_FOR_EXPIRY = (
+    ITEM_SELECT + " WHERE status IN ('active', 'quarantined') AND expires_at <= ? "
+    "ORDER BY expires_at LIMIT ?"
+)
+QUARANTINE = ITEM_SELECT + " WHERE tenant_id = ? AND status = 'quarantined'"
+GET_VERSION = "SELECT version FROM memories WHERE tenant_id = ? AND id = ?"
+GET_KEY_ID = "SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
+GET_SUBJECT_KEY = "SELECT key_id, wrapped FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
+SUBJECT_KEYS_OF = "SELECT subject_id, key_id, wrapped FROM subject_keys WHERE tenant_id = ?"
+SUBJECT_KEYS = (
+    "SELECT tenant_id, subject_id, key_id, wrapped FROM subject_keys "
+    "ORDER BY tenant_id, subject_id LIMIT ?"
+)
+GET_IDEMPOTENCY = (
+    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = ? AND key = ?"
+)
+EVENTS_AFTER = EVENT_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
+TENANT_EVENTS_AFTER = (
+    EVENT_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"
+)
+MEMORY_EVENTS = (
+    f"{EVENT_SELECT} WHERE tenant_id = ? AND memory_id = ? "
+    f"UNION ALL {EVENT_SELECT} WHERE tenant_id = ? "
+    "AND subject_id = ? AND type = 'subject.forgotten' ORDER BY position"
+)
+TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
+HEAD = "SELECT coalesce(max(position), 0) FROM events"
+TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ?"
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+PING = "SELECT 1 FROM schema_migrations LIMIT 1"
+API_KEY_SELECT = f"SELECT {', '.join(API_KEY_COLUMNS)} FROM api_keys"
+GET_API_KEY = API_KEY_SELECT + " WHERE key_id = ?"
+
+# -- writes ---------------------------------------------------------------------------------
+
+INSERT_API_KEY = (
+    f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) VALUES ({marks(len(API_KEY_COLUMNS))})"
+)
+GET_META = "SELECT value FROM store_meta WHERE name = ?"
+CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+REPLACE_META = (
+    "INSERT INTO store_meta (name, value) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+REVOKE_API_KEY = (
+    "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ? RETURNING key_id"
+)
+INSERT_SUBJECT_KEY = (
+    "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
+DESTROY_KEY = "DELETE FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
+SUBJECT_LEFT = (
+    "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
+)
+INSERT_EVENT = (
+    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({marks(len(EVENT_COLUMNS))}) RETURNING position"
+)
+IMPORT_EVENT = (
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({marks(len(EVENT_COLUMNS) + 1)})"
+)
+INSERT_IDEMPOTENCY = (
+    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES (?, ?, ?, ?, ?)"
+)
+# A new item is a plain INSERT: the unique (tenant_id, id) refuses it when the id exists.
+# A change is an UPDATE guarded by the version it was decided on; matching no row fails.
+INSERT_ITEM = (
+    f"INSERT INTO memories ({COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS))}) RETURNING rowid"
+)
+UPDATE_ITEM = (
+    "UPDATE memories SET "
+    + ", ".join(f"{c} = ?" for c in ITEM_COLUMNS[2:])
+    + " WHERE tenant_id = ? AND id = ? AND version = ? RETURNING rowid"
+)
+
+# -- the search index -----------------------------------------------------------------------
+
+INSERT_SCOPE = (
+    "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?) "
+    "ON CONFLICT (tenant_id, agent_id, purpose) DO NOTHING"
+)
+GET_SCOPE_ID = "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
+OLD_DOCUMENT = "SELECT scope, length, terms FROM search_docs WHERE item = ?"
+DELETE_POSTING = "DELETE FROM postings WHERE scope = ? AND term = ? AND item = ?"
+DELETE_DOCUMENT = "DELETE FROM search_docs WHERE item = ?"
+INSERT_POSTING = (
+    "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at, "
+    "expires_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_DOCUMENT = "INSERT INTO search_docs (item, scope, length, terms) VALUES (?, ?, ?, ?)"
+# Every change to a scope's postings bumps its generation, which invalidates the cached
+# document frequencies of its terms (see search.py).
+DOCUMENT_REMOVED = (
+    "UPDATE scopes SET documents = documents - 1, total_length = total_length - ?, "
+    "generation = generation + 1 WHERE id = ?"
+)
+DOCUMENT_ADDED = (
+    "UPDATE scopes SET documents = documents + 1, total_length = total_length + ?, "
+    "generation = generation + 1 WHERE id = ?"
+)
+
+# -- search (see search.py and top_k.py) ----------------------------------------------------
+
+SCOPE = (
+    "SELECT id, documents, total_length, generation FROM scopes "
+    "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
+)
+DOCUMENT_FREQUENCY = "SELECT count(*) FROM postings WHERE scope = ? AND term = ?"
+
+
+def few_postings(terms: int) -> str:
+    """Every posting of ``terms`` query terms in a scope, up to a limit."""
+    return (
+        "SELECT term, item, tf, length, confidence, updated_at, expires_at, kind "
+        f"FROM postings WHERE scope = ? AND term IN ({marks(terms)}) LIMIT ?"
+    )
+
+
+# One term's eligible postings, best first by term part + static part (confidence and
+# recency), both computed with the core's formulas (core.retrieval.lexical_part and
+# static_parts, which rank the survivors again); the static part is returned too.
+_STATIC = "(? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?))"
+TOP_POSTINGS = (
+    f"SELECT item, {_STATIC} AS static, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
+    f" + {_STATIC} AS value"
+    " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
+)
+SUBJECT_ROWIDS = (
+    "SELECT rowid FROM memories WHERE tenant_id = ? AND subject_id = ? "
+    "AND agent_id = ? AND purpose = ? AND status = 'active'"
+)
+
+
+def items_of_terms(terms: int) -> str:
+    """The items of a scope holding any of ``terms`` query terms."""
+    return f"SELECT DISTINCT item FROM postings WHERE scope = ? AND term IN ({marks(terms)})"
+
+
+def eligible_items(items: int) -> str:
+    """Which of ``items`` rowids pass the hard filters (more may be appended)."""
+    return (
+        "SELECT rowid, id, confidence, updated_at, tokens FROM memories "
+        # The unary + keeps the planner on rowid lookups: the scope's items are
+        # known, and a tenant-wide index would read every item of the tenant.
+        f"WHERE rowid IN ({marks(items)}) AND +tenant_id = ? AND +agent_id = ? "
+        "AND +purpose = ? AND +status = 'active' AND +expires_at > ?"
+    )
+
+
+def term_frequencies(terms: int, items: int) -> str:
+    """The postings of ``terms`` query terms held by ``items`` items of a scope."""
+    return (
+        "SELECT item, term, tf, length FROM postings WHERE scope = ? "
+        f"AND term IN ({marks(terms)}) AND item IN ({marks(items)})"
+    )
+
+
+# -- rebuild --------------------------------------------------------------------------------
+
+TENANT_SCOPES = "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?"
+DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ?"
+DELETE_TENANT_DOCUMENTS = (
+    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = ?)"
+)
+DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = ?"
+NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?)"
+TOP_ROWID = "SELECT coalesce(max(rowid), 0) FROM memories"
+LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS) + 1)})"
+LOAD_DOCUMENT = "INSERT INTO search_docs VALUES (?, ?, ?, ?)"
+SCOPE_TOTALS = (
+    "UPDATE scopes SET documents = ?, total_length = ?, generation = generation + 1 WHERE id = ?"
+)

@@ -1,0 +1,112 @@
+"""The embedded SQLite store: one file, WAL, durable commits, secure delete.
+
+Writes go through a leader/follower group commit (:mod:`governed_memory.store.group_commit`):
+whoever holds the write lock takes every queued batch, applies each inside its own
+savepoint in one ``BEGIN IMMEDIATE`` transaction, commits once, and only then wakes their
+callers (:mod:`.batch`). A failed batch rolls back to its savepoint and fails alone.
+
+Positions are ``INTEGER PRIMARY KEY AUTOINCREMENT`` assigned inside the write
+transaction; SQLite admits one writer at a time (even across processes, through
+``BEGIN IMMEDIATE``), so positions commit in increasing order and a reader of
+``events_after`` can never miss an event that commits late with a lower position.
+
+The store is wiring: :mod:`.database` holds the connections, :mod:`.batch` the writes,
+:mod:`.search` and :mod:`.top_k` the search, :mod:`.bulk` import and rebuild, and the
+reads are shared with PostgreSQL (:mod:`governed_memory.store.sql_reads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from governed_memory.core.events import StoredEvent
+from governed_memory.records import (
+    Batch,
+    ItemChange,
+    SearchMatches,
+    SearchRequest,
+    SubjectKey,
+)
+from governed_memory.store.group_commit import GroupCommit
+from governed_memory.store.sql_reads import SQLReads
+from governed_memory.store.sqlite import bulk, sql
+from governed_memory.store.sqlite.batch import SQLiteBatches
+from governed_memory.store.sqlite.database import SQLiteDatabase, Synchronous
+from governed_memory.store.sqlite.search import SQLiteSearch
+
+DATABASE_FILE = "gmem.sqlite3"
+
+
+class SQLiteStore(SQLReads):
+    """The store port over one SQLite database file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self.database = SQLiteDatabase(self.path, synchronous, busy_timeout_ms)
+        super().__init__(self.database, sql)
+        self._batches = SQLiteBatches(self.database)
+        self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
+        self._search = SQLiteSearch(self.database)
+        self.migrate()
+
+    @classmethod
+    def in_directory(cls, directory: str | Path, **options: Any) -> SQLiteStore:
+        """The store kept in ``directory/gmem.sqlite3``."""
+        return cls(Path(directory) / DATABASE_FILE, **options)
+
+    def migrate(self) -> list[int]:
+        """Apply every migration not yet recorded, each in its own transaction."""
+        return self.database.migrate()
+
+    def close(self) -> None:
+        self.database.close()
+
+    def ping(self) -> None:
+        self.database.ping()
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database and truncate it; True when the WAL is empty."""
+        with self.database.write_lock:
+            return self.database.checkpoint()
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """One read transaction on this thread's connection: WAL gives it a fixed view."""
+        return self.database.snapshot()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def commit(self, batch: Batch) -> list[StoredEvent]:
+        return self._group.commit(batch)
+
+    def add_subject_key(self, key: SubjectKey) -> SubjectKey:
+        return self._batches.add_subject_key(key)
+
+    def import_events(self, events: Sequence[StoredEvent]) -> None:
+        bulk.import_events(self.database, events)
+
+    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+        """Replace the tenant's rows in bulk: a few statements, not a few per item."""
+        scopes = bulk.rebuild(self.database, tenant_id, changes, through)
+        self._batches.scope_ids.update(scopes)  # only once the scope rows are committed
+
+    # -- search ---------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchMatches:
+        return self._search.search(request)
+
+    def explain(self, statement: str, params: Sequence[Any]) -> list[str]:
+        """The query plan SQLite chooses (used by the tests that assert scoped access)."""
+        return [row[3] for row in self.database.query("EXPLAIN QUERY PLAN " + statement, params)]
+
+
+__all__ = ["DATABASE_FILE", "SQLiteStore", "Synchronous"]

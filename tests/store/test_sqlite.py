@@ -1,0 +1,313 @@
+"""What the embedded SQLite store promises beyond the contract: files, plans, durability."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from governed_memory.bootstrap import open_service
+from governed_memory.crypto import Keyring
+from governed_memory.errors import ReadWouldWait, VersionConflict
+from governed_memory.records import (
+    Batch,
+    ItemChange,
+)
+from governed_memory.service import MemoryService
+from governed_memory.store.group_commit import Pending
+from governed_memory.store.memory import MemoryStore
+from governed_memory.store.sqlite import SQLiteStore
+from tests.support.fakes import FakeClock, body, principal, query
+
+WRITER = principal()
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    """Every file in the data directory, as bytes."""
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "gmem-data"
+
+
+@pytest.fixture
+def embedded(data_dir: Path) -> Iterator[MemoryService]:
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    yield service
+    service.store.close()
+
+
+def test_the_store_opens_with_wal_durable_commits_and_secure_delete(data_dir: Path) -> None:
+    """WAL, synchronous=FULL by default, and secure_delete are set on every connection."""
+    store = SQLiteStore.in_directory(data_dir)
+    conn = store.database.reader()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    store.close()
+
+
+def test_normal_synchronous_is_an_explicit_choice(data_dir: Path) -> None:
+    """The durability trade-off is configurable, never silent."""
+    store = SQLiteStore.in_directory(data_dir, synchronous="NORMAL")
+    assert store.database.reader().execute("PRAGMA synchronous").fetchone()[0] == 1
+    store.close()
+
+
+def test_the_event_log_refuses_update_and_delete(embedded: MemoryService, data_dir: Path) -> None:
+    """Triggers make the log append-only at the database level."""
+    embedded.write(WRITER, body(id="m1"))
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE events SET actor = 'mallory'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("DELETE FROM events")
+    conn.close()
+
+
+def test_migrations_are_recorded_and_applied_once(data_dir: Path) -> None:
+    """Reopening a store applies nothing twice."""
+    first = SQLiteStore.in_directory(data_dir)
+    version = first.schema_version()
+    first.close()
+    second = SQLiteStore.in_directory(data_dir)
+    assert second.migrate() == []
+    assert second.schema_version() == version >= 2
+    second.close()
+
+
+def test_reopening_the_store_restores_the_state(data_dir: Path) -> None:
+    """Everything acknowledged is there after a restart, and replays clean."""
+    clock = FakeClock()
+    service = open_service(data_dir=data_dir, clock=clock)
+    service.write(WRITER, body(id="a"))
+    service.write(WRITER, body(id="q", trust="untrusted"))
+    service.store.close()
+
+    reopened = open_service(data_dir=data_dir, clock=clock)
+    assert reopened.get(WRITER, "a").content == "The customer prefers email over phone calls."
+    assert reopened.get(WRITER, "q").status.value == "quarantined"
+    assert [h.item.id for h in reopened.search(WRITER, query("email")).items] == ["a"]
+    assert reopened.verify_replay().ok
+    reopened.store.close()
+
+
+def test_the_master_key_file_is_private(embedded: MemoryService, data_dir: Path) -> None:
+    """The key file is created with mode 0600."""
+    mode = stat.S_IMODE(os.stat(data_dir / "master.key").st_mode)
+    assert mode == 0o600
+
+
+def test_content_never_reaches_the_files_in_plaintext(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """Content is sealed and terms are hashed, so no file holds a content word."""
+    canary = "zqxcanary" + secrets.token_hex(8)
+    embedded.write(WRITER, body(id="m1", content=f"Remember {canary} forever."))
+    assert [h.item.id for h in embedded.search(WRITER, query(canary)).items] == ["m1"]
+    for name, data in files_of(data_dir).items():
+        assert canary.encode() not in data, name
+
+
+def test_after_forget_the_canary_and_the_key_are_gone_from_every_file(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """Forget destroys the subject key and purges the WAL: nothing can decrypt the log."""
+    canary = "zqxcanary" + secrets.token_hex(8)
+    embedded.write(WRITER, body(id="m1", content=f"Remember {canary} forever."))
+    key = embedded.store.subject_key("acme", "customer-1")
+    assert key is not None
+
+    embedded.forget_subject(WRITER, "customer-1")
+
+    files = files_of(data_dir)
+    assert files.get("gmem.sqlite3-wal", b"") == b""  # checkpointed and truncated
+    for name, data in files.items():
+        assert canary.encode() not in data, name
+        assert key.wrapped not in data, name
+        assert key.key_id not in data or name == "gmem.sqlite3", name
+    assert embedded.store.subject_key("acme", "customer-1") is None
+    assert embedded.get(WRITER, "m1").content is None
+
+
+def _fill(service: MemoryService, tenants: int, per_tenant: int) -> None:
+    for t in range(tenants):
+        writer = principal(f"tenant-{t}")
+        for n in range(per_tenant):
+            service.write(writer, body(id=f"m{n}", content=f"email note {n} of tenant {t}"))
+
+
+def _traced_search(service: MemoryService, tenant: str, **search: object) -> list[str]:
+    """The SQL statements one service search runs on this thread's connection."""
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    statements: list[str] = []
+    conn = store.database.reader()
+    conn.set_trace_callback(statements.append)
+    try:
+        service.search(principal(tenant), query("email note tenant", **search))
+    finally:
+        conn.set_trace_callback(None)
+    return [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
+
+
+@pytest.mark.parametrize(
+    "search", [{}, {"subject_id": "customer-1"}, {"kinds": ["fact"]}, {"limit": 1}], ids=str
+)
+def test_a_scoped_search_uses_indexes_and_never_scans_a_table(
+    tmp_path: Path, search: dict[str, object]
+) -> None:
+    """Every statement of a search is an index search inside the scope: no table scan."""
+    service = open_service(data_dir=tmp_path, synchronous="OFF")
+    _fill(service, tenants=30, per_tenant=40)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    store.database.writer.execute("ANALYZE")
+
+    statements = _traced_search(service, "tenant-7", **search)
+
+    assert statements
+    for sql in statements:
+        plan = store.explain(sql, [])
+        assert plan, sql
+        assert not any(step.startswith("SCAN") for step in plan), (sql, plan)
+        # reading "every item of the tenant" would be a scan in disguise
+        assert not any(step.endswith("(tenant_id=?)") for step in plan), (sql, plan)
+    store.close()
+
+
+def _search_steps(service: MemoryService) -> int:
+    """SQLite virtual-machine steps spent by one scoped search of tenant-0's scope."""
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn = store.database.reader()
+    conn.set_progress_handler(count, 1)
+    try:
+        found = service.search(principal("tenant-0"), query("email note tenant", limit=100))
+    finally:
+        conn.set_progress_handler(None, 1)
+    assert len(found.items) == 10
+    return steps
+
+
+def test_a_scoped_search_costs_the_same_however_many_other_tenants_exist(
+    tmp_path: Path,
+) -> None:
+    """Growing other tenants' data 20-fold does not change the work of a scoped search."""
+    small = open_service(data_dir=tmp_path / "small", synchronous="OFF")
+    _fill(small, tenants=5, per_tenant=10)
+    large = open_service(data_dir=tmp_path / "large", synchronous="OFF")
+    _fill(large, tenants=100, per_tenant=10)
+
+    assert _search_steps(small) == _search_steps(large)
+    small.store.close()
+    large.store.close()
+
+
+def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
+    """A batch that fails inside a group forgets the scope it created (its id is reused)."""
+    source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    anchor = source.write(WRITER, body(id="anchor")).item
+    source.write(WRITER, body(id="x1", agent_id="bot-x"))
+    x1 = source.store.get("acme", "x1")
+    assert x1 is not None
+    index = source.index_doc("acme", "email")
+    y1 = dataclasses.replace(x1, id="y1", agent_id="bot-y")
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    # The first batch creates scope (acme, bot-x, support), then fails on a stale version.
+    stale = dataclasses.replace(x1, id=anchor.id)
+    doomed = Batch("acme", [], [ItemChange(x1, 0, index), ItemChange(stale, 7, None)])
+    group = [Pending(doomed), Pending(Batch("acme", [], [ItemChange(y1, 0, index)]))]
+
+    store._batches.commit_group(group)
+    store.commit(Batch("acme", [], [ItemChange(x1, 0, index)]))
+
+    assert isinstance(group[0].error, VersionConflict)
+    assert group[1].error is None
+    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
+    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
+    store.close()
+
+
+def test_a_lost_or_swapped_master_key_stops_the_start(data_dir: Path) -> None:
+    """A store whose keys were wrapped by another master key refuses to open."""
+    import base64
+
+    from governed_memory.errors import ValidationError
+
+    first = open_service(data_dir=data_dir)
+    first.write(WRITER, body(id="m1"))
+    first.store.close()
+    (data_dir / "master.key").unlink()
+    with pytest.raises(ValidationError, match="missing"):
+        open_service(data_dir=data_dir)
+    assert not (data_dir / "master.key").exists()
+    other = base64.b64encode(secrets.token_bytes(32)).decode()
+    with pytest.raises(ValidationError, match="does not match"):
+        open_service(data_dir=data_dir, master_key=other)
+
+
+def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """A reader pinning the WAL delays the purge, never blocks the writer, never skips it."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    key = store.subject_key("acme", "customer-1")
+    assert key is not None
+    with store.snapshot():
+        embedded.forget_subject(WRITER, "customer-1")  # returns at once
+    assert store.database.checkpoint_due
+    embedded.write(WRITER, body(id="m2", subject_id="customer-2"))
+    assert not store.database.checkpoint_due
+    for name, data in files_of(data_dir).items():
+        assert key.wrapped not in data, name
+
+
+def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAL reader can still meet SQLITE_BUSY (recovery by another process, an outside
+    connection in exclusive mode). A lookup asked not to wait — the HTTP edge's, on its
+    event loop — is then refused at once, with the busy timeout put back after."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", busy_timeout_ms=5_000)
+    try:
+        assert store.api_key("k1", wait=False) is None  # free: answered at once
+        reader = store.database.reader()
+        timeouts: list[int] = []
+
+        class BusyReader:
+            """This thread's reader, as it behaves while another process holds the file."""
+
+            def execute(self, sql: str, params: object = ()) -> sqlite3.Cursor:
+                if sql.startswith("PRAGMA busy_timeout"):
+                    timeouts.append(int(sql.rsplit("=", 1)[1]))
+                    return reader.execute(sql)
+                busy = sqlite3.OperationalError("database is locked")
+                busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+                raise busy
+
+        monkeypatch.setattr(store.database, "reader", BusyReader)
+        with pytest.raises(ReadWouldWait):
+            store.api_key("k1", wait=False)
+        assert timeouts == [0, 5_000]  # never slept on it, and restored for other reads
+        monkeypatch.undo()
+        assert store.api_key("k1", wait=False) is None
+    finally:
+        store.close()

@@ -1,0 +1,194 @@
+"""The pruned top-k search of SQLite returns exactly what the exhaustive reference returns."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from pathlib import Path
+
+import pytest
+
+from governed_memory.crypto import Keyring
+from governed_memory.service import MemoryService
+from governed_memory.store.memory import MemoryStore
+from governed_memory.store.sqlite import SQLiteStore
+from tests.support.fakes import FakeClock, principal, query
+
+WRITER = principal()
+WORDS = [f"w{i}" for i in range(40)]
+
+
+def zipf_sentence(rnd: random.Random) -> str:
+    """8-30 words, the first words of the vocabulary far more common than the last."""
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    return " ".join(rnd.choices(WORDS, weights, k=rnd.randint(8, 30)))
+
+
+#: Where the 600 items go: one large scope (the threshold algorithm reads its lists best
+#: first), 30 scopes of about 20 items (each read whole and ranked on its postings), or
+#: the same 30 scopes where items are written in bursts at one instant with a handful of
+#: confidences, so that many scores tie exactly.
+LAYOUTS = {"one scope": (1, False), "small scopes": (30, False), "ties": (30, True)}
+
+
+@pytest.fixture(scope="module", params=sorted(LAYOUTS))
+def pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[MemoryService, MemoryService]:
+    """The same 600 items, written at varied times and confidences, into both stores."""
+    purposes, ties = LAYOUTS[request.param]
+    keyring = Keyring(secrets.token_bytes(32))
+    clock = FakeClock()
+    path: Path = tmp_path_factory.mktemp("parity") / "gmem.sqlite3"
+    reference = MemoryService(MemoryStore(), keyring, clock=clock)
+    pruned = MemoryService(SQLiteStore(path, synchronous="OFF"), keyring, clock=clock)
+    rnd = random.Random(20261202)
+    pool = [zipf_sentence(rnd) for _ in range(6)]  # ties: few distinct contents
+    for n in range(600):
+        body = {
+            "id": f"m{n}",
+            "agent_id": "support-bot",
+            "subject_id": f"s{n % 7}",
+            "purpose": "support" if purposes == 1 else f"p{n % purposes}",
+            "kind": rnd.choice(["fact", "preference"]),
+            "content": rnd.choice(pool) if ties else zipf_sentence(rnd),
+            "provenance": {"source": "test", "ref": str(n)},
+            "trust": "trusted",
+            "confidence": rnd.choice([0.5, 0.9]) if ties else round(rnd.random(), 3),
+            "expected_version": 0,
+            "ttl_seconds": rnd.choice([3600, 86_400 * 365]),
+        }
+        reference.write(WRITER, body)
+        pruned.write(WRITER, body)
+        if not ties or n % 50 == 49:
+            clock.advance(minutes=rnd.randint(0, 600))
+    clock.advance(hours=2)  # the one-hour items are now expired but not swept
+    return reference, pruned
+
+
+def outcome(service: MemoryService, search: dict[str, object]) -> list[tuple[str, float]]:
+    found = service.search(WRITER, search)
+    return [(hit.item.id, round(hit.score, 9)) for hit in found.items] + [
+        ("skipped", found.skipped),
+        ("used", found.used_tokens),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pruned_and_exhaustive_search_agree(
+    pair: tuple[MemoryService, MemoryService], seed: int
+) -> None:
+    """Random 1-3 term queries, limits, budgets and filters give identical results."""
+    rnd = random.Random(seed)
+    search = query(
+        " ".join(rnd.choices(WORDS[:25], k=rnd.randint(1, 3))),
+        limit=rnd.choice([1, 3, 10, 50]),
+        token_budget=rnd.choice([20, 60, 1000]),
+    )
+    if rnd.random() < 0.25:
+        search["kinds"] = ["preference"]
+    if rnd.random() < 0.25:
+        search["subject_id"] = f"s{rnd.randint(0, 6)}"
+    reference, pruned = pair
+    purposes = sorted({item.purpose for item in reference.store.tenant_items("acme")})
+    search["purpose"] = purposes[seed % len(purposes)]
+    assert outcome(pruned, search) == outcome(reference, search)
+
+
+def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
+    tmp_path: Path,
+) -> None:
+    """Forty items in one scope, one query term: the store reads the scope's postings in
+    one statement and materializes only the items that can make the first places."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    for n in range(40):
+        service.write(
+            WRITER,
+            {
+                "id": f"m{n}",
+                "agent_id": "support-bot",
+                "subject_id": "s1",
+                "purpose": "support",
+                "kind": "fact",
+                "content": f"shared word number {n}",
+                "provenance": {"source": "test", "ref": str(n)},
+                "trust": "trusted",
+                "confidence": n / 40,
+                "expected_version": 0,
+            },
+        )
+    statements: list[str] = []
+    read = store.database.query
+
+    def spy(sql: str, params: object = ()) -> list[object]:
+        statements.append(sql)
+        return read(sql, params)  # type: ignore[arg-type]
+
+    store.database.query = spy  # type: ignore[method-assign]
+    found = service.search(WRITER, query("shared", limit=3))
+    assert [hit.item.id for hit in found.items] == ["m39", "m38", "m37"]
+    posting_reads = [sql for sql in statements if "FROM postings" in sql]
+    assert len(posting_reads) == 1  # no count per term, no second read of the lists
+    (collect,) = [sql for sql in statements if sql.startswith("SELECT rowid, id")]
+    assert collect.count("?") < 40  # the contenders' rowids, not all forty items
+
+
+def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
+    tmp_path: Path,
+) -> None:
+    """A search reads postings, then rows, then keys: all from one snapshot. A rewrite
+    landing after the postings were read neither changes the ranked item under the
+    search nor hides the item that should have come first."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    clock = FakeClock()
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
+    for memory_id, confidence in (("a", 0.9), ("b", 0.8), ("c", 0.1), ("d", 0.1)):
+        service.write(
+            WRITER,
+            {
+                "id": memory_id,
+                "agent_id": "support-bot",
+                "subject_id": "s1",
+                "purpose": "support",
+                "kind": "fact",
+                "content": "shared word",
+                "provenance": {"source": "test", "ref": memory_id},
+                "trust": "trusted",
+                "confidence": confidence,
+                "expected_version": 0,
+            },
+        )
+    read = store.database.query
+    rewritten: list[bool] = []
+
+    def rewrite_after_the_postings(sql: str, params: object = ()) -> list[object]:
+        rows = read(sql, params)  # type: ignore[arg-type]
+        if "FROM postings" in sql and not rewritten:
+            rewritten.append(True)
+            service.write(
+                WRITER,
+                {
+                    "id": "a",
+                    "agent_id": "support-bot",
+                    "subject_id": "s1",
+                    "purpose": "support",
+                    "kind": "fact",
+                    "content": "shared word",
+                    "provenance": {"source": "test", "ref": "a"},
+                    "trust": "trusted",
+                    "confidence": 0.05,
+                    "expected_version": 1,
+                },
+            )
+        return rows
+
+    store.database.query = rewrite_after_the_postings  # type: ignore[method-assign]
+    found = service.search(WRITER, query("shared", limit=1))
+    assert rewritten  # the write did land in the middle of the search
+    (hit,) = found.items
+    assert (hit.item.id, hit.item.version, hit.item.confidence) == ("a", 1, 0.9)
+    assert hit.score_parts["confidence"] == 0.9  # ranked on the state it returns
+    store.database.query = read  # type: ignore[method-assign]
+    (after,) = service.search(WRITER, query("shared", limit=1)).items
+    assert after.item.id == "b"  # the next search sees the rewrite

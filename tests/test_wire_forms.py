@@ -1,0 +1,215 @@
+"""One wire vocabulary: every JSON form reads back into the value that wrote it, every
+problem the server answers reads back into the error that caused it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, get_args
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from governed_memory import errors
+from governed_memory.client._calls import Call
+from governed_memory.client._problems import BY_TYPE, error_from
+from governed_memory.core.model import MemoryItem
+from governed_memory.core.values import (
+    ID_PATTERN,
+    NAME_PATTERN,
+    SLUG_PATTERN,
+    Kind,
+    KindName,
+    Provenance,
+    Status,
+    StatusName,
+    Trust,
+    TrustName,
+)
+from governed_memory.http.problems import PROBLEMS, error_response
+from governed_memory.results import (
+    AuditEvent,
+    ForgetResult,
+    QuarantinePage,
+    SearchHit,
+    SearchResult,
+)
+
+ids = st.from_regex(ID_PATTERN, fullmatch=True)
+names = st.from_regex(NAME_PATTERN, fullmatch=True)
+slugs = st.from_regex(SLUG_PATTERN, fullmatch=True)
+# rfc3339 writes four-digit years; the service's clock never leaves them.
+instants = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 1, 1)).map(
+    lambda naive: naive.replace(tzinfo=UTC)
+)
+counts = st.integers(min_value=0, max_value=2**53 - 1)
+numbers = st.floats(allow_nan=False, allow_infinity=False)
+optional_text = st.none() | st.text(max_size=20)
+
+provenances = st.builds(
+    Provenance, source=st.text(min_size=1), ref=st.text(min_size=1), version=optional_text
+)
+items = st.builds(
+    MemoryItem,
+    id=ids,
+    tenant_id=slugs,
+    agent_id=names,
+    subject_id=names,
+    purpose=slugs,
+    kind=st.sampled_from(Kind),
+    content=st.none() | st.text(),
+    content_hash=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    provenance=provenances,
+    trust=st.sampled_from(Trust),
+    confidence=st.floats(min_value=0, max_value=1),
+    created_at=instants,
+    updated_at=instants,
+    expires_at=instants,
+    version=counts,
+    status=st.sampled_from(Status),
+    supersedes_id=st.none() | ids,
+    superseded_by=st.none() | ids,
+)
+hits = st.builds(
+    SearchHit,
+    item=items,
+    score=numbers,
+    score_parts=st.dictionaries(st.sampled_from(["bm25", "confidence", "recency"]), numbers),
+    tokens=counts,
+)
+audit_events = st.builds(
+    AuditEvent,
+    position=counts,
+    event_id=st.uuids().map(str),
+    type=st.sampled_from(["memory.written", "memory.promoted", "subject.forgotten"]),
+    memory_id=st.none() | ids,
+    version=st.none() | counts,
+    occurred_at=instants,
+    actor=names,
+    subject_id=st.none() | names,
+)
+
+
+def over_the_wire(form: dict[str, Any]) -> Any:
+    """The form as the other side reads it: through JSON text."""
+    return json.loads(json.dumps(form))
+
+
+@given(items)
+def test_an_item_reads_back_from_its_json_form(item: MemoryItem) -> None:
+    """MemoryItem.from_dict(to_dict(item)) == item, through JSON."""
+    assert MemoryItem.from_dict(over_the_wire(item.to_dict())) == item
+
+
+@given(
+    st.builds(
+        SearchResult,
+        items=st.lists(hits, max_size=3),
+        used_tokens=counts,
+        skipped=counts,
+        tokenizer=st.sampled_from(["cl100k_base", "estimate"]),
+    )
+)
+def test_a_search_result_reads_back_from_its_json_form(result: SearchResult) -> None:
+    """SearchResult (and each SearchHit in it) reads back from its JSON form."""
+    assert SearchResult.from_dict(over_the_wire(result.to_dict())) == result
+
+
+@given(hits)
+def test_a_search_hit_reads_back_from_its_json_form(hit: SearchHit) -> None:
+    """A hit is an item's form plus its score, the parts of the score and its tokens."""
+    assert SearchHit.from_dict(over_the_wire(hit.to_dict())) == hit
+
+
+@given(audit_events)
+def test_an_audit_event_reads_back_from_its_feed_form(event: AuditEvent) -> None:
+    """An entry of the audit feed reads back into the same event."""
+    assert AuditEvent.from_dict(over_the_wire(event.to_dict())) == event
+
+
+@given(audit_events, ids)
+def test_an_audit_event_reads_back_from_its_history_form(event: AuditEvent, asked: str) -> None:
+    """A history entry names neither the event nor the subject: it reads back for the
+    memory asked about, with an empty event id."""
+    read = AuditEvent.from_history_dict(over_the_wire(event.to_history_dict()), asked)
+    assert read == replace(event, event_id="", memory_id=asked, subject_id=None)
+
+
+@given(st.builds(ForgetResult, subject_id=names, affected=counts, position=st.none() | counts))
+def test_a_forget_result_reads_back_from_its_json_form(result: ForgetResult) -> None:
+    """ForgetResult.from_dict(to_dict(result)) == result, through JSON."""
+    assert ForgetResult.from_dict(over_the_wire(result.to_dict())) == result
+
+
+@given(
+    st.builds(
+        QuarantinePage,
+        items=st.lists(items, max_size=3),
+        next_cursor=st.none() | st.text(min_size=1),
+    )
+)
+def test_a_quarantine_page_reads_back_from_its_json_form(page: QuarantinePage) -> None:
+    """QuarantinePage.from_dict(to_dict(page)) == page, through JSON."""
+    assert QuarantinePage.from_dict(over_the_wire(page.to_dict())) == page
+
+
+@pytest.mark.parametrize(
+    ("names", "enum"), [(KindName, Kind), (TrustName, Trust), (StatusName, Status)]
+)
+def test_the_schema_names_are_the_enum_values(names: Any, enum: type[StrEnum]) -> None:
+    """The Literal types the HTTP and MCP schemas use list exactly their enum's values."""
+    assert list(get_args(names)) == [member.value for member in enum]
+
+
+def example(cls: type[errors.GovernedMemoryError]) -> errors.GovernedMemoryError:
+    """An instance of ``cls`` with every extension member set."""
+    if cls is errors.VersionConflict:
+        return errors.VersionConflict("m-1", 2, 3)
+    if cls is errors.InvalidTransition:
+        return errors.InvalidTransition("m-1 is not quarantined", current_version=4)
+    if cls is errors.RateLimited:
+        return errors.RateLimited("slow down", retry_after=7)
+    if cls is errors.ValidationError:
+        return errors.ValidationError.field("purpose", "must match")
+    return cls(f"a {cls.__name__}")
+
+
+#: What the client raises for an edge-only problem: what a library caller already handles.
+RAISED_AS = {
+    errors.MalformedRequest: errors.ValidationError,
+    errors.MethodNotAllowed: errors.GovernedMemoryError,
+}
+
+
+@pytest.mark.parametrize("cls", list(PROBLEMS), ids=lambda cls: cls.__name__)
+def test_every_problem_reads_back_into_its_error(cls: type[errors.GovernedMemoryError]) -> None:
+    """The server's problem for each class of the table raises that class in the client,
+    with its detail and its extension members."""
+    sent = example(cls)
+    answer = error_response(sent)
+    response = httpx.Response(answer.status_code, headers=answer.headers, content=answer.body)
+    raised = error_from(response, Call("PUT", "/v1/memories/m-1", lambda r: None, memory_id="m-1"))
+    assert type(raised) is RAISED_AS.get(cls, cls)
+    if cls is not errors.GovernedMemoryError:  # the bare 500 says nothing of its cause
+        assert raised.detail == sent.detail
+    if cls in RAISED_AS:
+        return
+    for member in ("current_version", "expected_version", "retry_after", "errors"):
+        assert getattr(raised, member, None) == getattr(sent, member, None), member
+
+
+def test_the_client_knows_every_slug_of_the_tree_and_nothing_else() -> None:
+    """BY_TYPE is read off the error tree: one entry per slug of the classes that may
+    leave the process."""
+    leaving = [
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type)
+        and issubclass(cls, errors.GovernedMemoryError)
+        and not issubclass(cls, errors.StoreSignal)
+    ]
+    assert set(BY_TYPE) == {cls.slug for cls in leaving}
