@@ -8,9 +8,9 @@ to stop (SIGKILL only when a test means a crash).
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import socket
-import resource
 import subprocess
 import sys
 import time
