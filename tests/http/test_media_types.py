@@ -11,8 +11,10 @@ import json
 
 import pytest
 
-from tests.http.conftest import Api, search_body, write_body
 from tests.http.test_problems import assert_problem
+from tests.support.api import Api
+from tests.support.fakes import query as search_body
+from tests.support.fakes import write_body
 
 
 @pytest.mark.parametrize(
