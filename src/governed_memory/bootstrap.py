@@ -10,9 +10,11 @@ caller (``GMEM_MASTER_KEY``) or from the key file in the data directory, created
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.policy import TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
@@ -22,8 +24,9 @@ from governed_memory.crypto import (
 )
 from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.locations import DEFAULT_DATA_DIR, backend_of, is_postgres, sqlite_file
-from governed_memory.ports import Clock, Store
+from governed_memory.ports import Clock, Embedder, Store
 from governed_memory.service import MemoryService
+from governed_memory.service.indexing import SearchSettings, check_index
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
 
 if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for library callers
@@ -68,17 +71,23 @@ def open_service(
     synchronous: Synchronous = "FULL",
     policy: TtlPolicy | None = None,
     clock: Clock | None = None,
+    search_language: str = "english",
+    search_languages: Mapping[str, str] | None = None,
+    embedder: Embedder | None = None,
     **options: Any,
 ) -> MemoryService:
     """A ready service: store opened and migrated, keyring loaded; ``close()`` it after.
 
     With PostgreSQL the master key must be given: instances sharing a database must wrap
     subject keys with the same key, and a key file per instance would split them.
+    ``search_language`` is the analyzer's language for every tenant but those of
+    ``search_languages`` (tenant → language); ``embedder`` turns semantic recall on
+    (:class:`governed_memory.semantic.MiniLM` is the one the extra ships). The store's
+    search index must have been built with these settings (an empty store records them).
     """
-    service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policy, clock, options=options
-    )
-    return service
+    search = search_settings(search_language, search_languages or {}, embedder)
+    store = _open_store(data_dir, database_url, master_key, synchronous, options)
+    return _service_over(store, data_dir, master_key, policy, clock, search)
 
 
 def store_from(settings: Settings) -> Store:
@@ -91,45 +100,70 @@ def store_from(settings: Settings) -> Store:
     )
 
 
-def service_from(settings: Settings) -> MemoryService:
-    """The service the settings describe (``gmem replay``, ``expire``, ``export``…)."""
-    service, _ = open_from(settings)
+def service_from(settings: Settings, *, reindexing: bool = False) -> MemoryService:
+    """The service the settings describe (``gmem replay``, ``expire``, ``export``…).
+
+    ``reindexing``: for ``gmem reindex`` only, which rebuilds a search index built with
+    other settings, so the store's index is not checked against these.
+    """
+    service, _ = open_from(settings, reindexing=reindexing)
     return service
 
 
-def open_from(settings: Settings) -> tuple[MemoryService, Store]:
+def open_from(settings: Settings, *, reindexing: bool = False) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
     (``gmem serve``); closing the service closes the store."""
-    return _open(
+    search = search_settings(
+        settings.search_language, settings.tenant_languages(), _embedder(settings)
+    )
+    master_key = settings.master_key_value()
+    store = _open_store(
         settings.data_dir,
         settings.database_url,
-        settings.master_key_value(),
+        master_key,
         settings.sqlite_synchronous,
-        settings.ttl_policy(),
-        None,
-        options=settings.store_options(),
+        settings.store_options(),
+    )
+    service = _service_over(
+        store, settings.data_dir, master_key, settings.ttl_policy(), None, search, reindexing
+    )
+    return service, store
+
+
+def search_settings(
+    language: str, tenants: Mapping[str, str], embedder: Embedder | None
+) -> SearchSettings:
+    """The analyzers (and the embedder) the search index is built with."""
+    return SearchSettings(
+        Analyzer(language), {tenant: Analyzer(lang) for tenant, lang in tenants.items()}, embedder
     )
 
 
-def _open(
+def _embedder(settings: Settings) -> Embedder | None:
+    """The embedder of semantic recall when it is on (the extra's model), else ``None``."""
+    if settings.semantic == "off":
+        return None
+    # Imported here: only a service with semantic recall on needs the extra at all.
+    from governed_memory.semantic import MiniLM
+
+    return MiniLM()
+
+
+def _open_store(
     data_dir: str | Path,
     database_url: str | None,
     master_key: str | None,
     synchronous: Synchronous,
-    policy: TtlPolicy | None,
-    clock: Clock | None,
-    *,
     options: dict[str, Any],
-) -> tuple[MemoryService, Store]:
+) -> Store:
     if is_postgres(database_url) and not master_key:
         raise ValidationError(
             "GMEM_MASTER_KEY is required with a PostgreSQL database: every instance must "
             "share one master key"
         )
-    store = open_store(
+    return open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
-    return _service_over(store, data_dir, master_key, policy, clock), store
 
 
 def _service_over(
@@ -138,14 +172,19 @@ def _service_over(
     master_key: str | None,
     policy: TtlPolicy | None,
     clock: Clock | None,
+    search: SearchSettings,
+    reindexing: bool = False,
 ) -> MemoryService:
-    """The service over ``store`` with the matching keyring; the store is closed on failure."""
+    """The service over ``store`` with the matching keyring and a search index built with
+    ``search`` (unless ``reindexing``); the store is closed on failure."""
     try:
         keyring = _matching_keyring(store, data_dir, master_key)
+        if not reindexing:
+            check_index(store, search, empty=store.head() == 0)
     except BaseException:
         store.close()
         raise
-    return MemoryService(store, keyring, policy=policy, clock=clock)
+    return MemoryService(store, keyring, policy=policy, clock=clock, search=search)
 
 
 def _matching_keyring(store: Store, data_dir: str | Path, master_key: str | None) -> Keyring:
@@ -177,6 +216,7 @@ __all__ = [
     "open_keyring",
     "open_service",
     "open_store",
+    "search_settings",
     "service_from",
     "store_from",
 ]

@@ -20,6 +20,7 @@ same slugs. Messages carry ids, versions and field names, never memory content.
     ├── RateLimited                (429) carries retry_after seconds
     ├── PayloadTooLarge            (413)
     ├── StoreUnavailable           (503) the store cannot be reached
+    │   └── IndexRebuilt           the search index was rebuilt with other settings
     ├── MalformedRequest           (400) edge only: the request could not be parsed
     ├── MethodNotAllowed           (405) edge only: the route exists, not with this method
     ├── UnsupportedMediaType       (415) edge only: a body that is not UTF-8 application/json
@@ -181,6 +182,18 @@ class StoreUnavailable(GovernedMemoryError):
     slug: ClassVar[str] = "unavailable"
 
 
+class IndexRebuilt(StoreUnavailable):
+    """The store's search index was rebuilt (``gmem reindex``) with other settings than
+    this instance's since it started: its terms would miss or mix, so it serves no search
+    and indexes nothing until restarted with those settings."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the search index was rebuilt with other settings since this instance started: "
+            "restart it with the settings `gmem reindex` used"
+        )
+
+
 class MalformedRequest(GovernedMemoryError):
     """The request could not be parsed (e.g. its body is not JSON); HTTP edge only."""
 
@@ -257,6 +270,7 @@ __all__ = [
     "GovernedMemoryError",
     "IdempotencyKeyReused",
     "IdempotencyKeyTaken",
+    "IndexRebuilt",
     "InvalidTransition",
     "LogMoved",
     "MalformedRequest",

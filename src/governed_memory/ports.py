@@ -22,6 +22,7 @@ from governed_memory.records import (
     Batch,
     IdempotencyRecord,
     ItemChange,
+    SealedVector,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -83,7 +84,16 @@ class Items(Protocol):
         """Quarantined items, oldest change first, after the (updated_at µs, id) cursor."""
         ...
 
-    def search(self, request: SearchRequest) -> SearchMatches: ...
+    def search(self, request: SearchRequest) -> SearchMatches:
+        """The matches of ``request`` in its scope, under every hard filter; raise
+        ``IndexRebuilt`` if its ``index_signature`` is not the one recorded."""
+        ...
+
+    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
+        """The sealed vectors of every item of the scope that passes the hard filters of
+        ``request`` (its terms and ``want`` aside), filtered in the storage query. Read in
+        the snapshot of a :meth:`search`, which has checked the index's signature."""
+        ...
 
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]: ...
 
@@ -164,6 +174,21 @@ class Store(EventLog, Items, SubjectKeys, ApiKeys, StoreMeta, Protocol):
     def close(self) -> None: ...
 
 
+class Embedder(Protocol):
+    """Text to vectors, for semantic recall (SPEC §6.2): a local model with a name (it is
+    part of the search index's signature) and a fixed number of dimensions."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector of ``dimensions`` numbers per text, in order."""
+        ...
+
+
 class Clock(Protocol):
     """Where the service learns the time (the core never reads a clock)."""
 
@@ -180,6 +205,7 @@ class SystemClock:
 __all__ = [
     "ApiKeys",
     "Clock",
+    "Embedder",
     "EventLog",
     "Items",
     "Store",

@@ -60,12 +60,33 @@ class ApiKey:
         )
 
 
+#: The store-meta name under which the search index's signature is recorded: how its
+#: terms (and vectors) were made (``service.indexing.SearchSettings.signature``).
+SEARCH_INDEX = "search_index"
+
+
 @dataclass(frozen=True, slots=True)
 class IndexDoc:
-    """The search postings of one searchable item: hashed term → frequency, and length."""
+    """The search postings of one searchable item: hashed term → frequency, and length;
+    with semantic recall on, also its vector, sealed like its content."""
 
     terms: Mapping[int, int]
     length: int
+    vector: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SealedVector:
+    """An eligible item's sealed vector, with what ranking needs to know about the item."""
+
+    tenant_id: str
+    memory_id: str
+    subject_id: str
+    version: int  # the content version the vector embeds (it is sealed for it)
+    blob: bytes
+    confidence: float
+    updated_at: datetime
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +124,9 @@ class Batch:
     # A subject whose key is destroyed; the store refuses the batch (SubjectChanged) if
     # any item of that subject would be left undeleted.
     destroy_key: str | None = None
+    # The signature of the index the batch's postings were made for: the store refuses the
+    # batch (IndexRebuilt) if another one is recorded under SEARCH_INDEX.
+    index_signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +143,9 @@ class SearchRequest:
     # How many of the best-ranked items the caller needs; None means every match. A store
     # may then return fewer candidates, provided they surely include the top ``want``.
     want: int | None = None
+    # The signature of the index the terms were made for: the store raises IndexRebuilt
+    # if another one is recorded under SEARCH_INDEX.
+    index_signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +162,13 @@ class SearchMatches:
 
 
 __all__ = [
+    "SEARCH_INDEX",
     "ApiKey",
     "Batch",
     "IdempotencyRecord",
     "IndexDoc",
     "ItemChange",
+    "SealedVector",
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",

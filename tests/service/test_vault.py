@@ -7,6 +7,7 @@ import secrets
 
 import pytest
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.model import ItemState
 from governed_memory.crypto import Keyring
 from governed_memory.errors import CryptoError
@@ -88,7 +89,7 @@ def test_one_request_reads_each_subject_key_once(
 
 def test_the_postings_of_a_text_count_each_term(vault: Vault) -> None:
     """Repeated words add up under one keyed term id; the length counts every word."""
-    doc = vault.index_doc("acme", "Email, email and EMAIL.")
+    doc = vault.index_doc("acme", Analyzer(), "Email, email and EMAILs.")
     assert doc.length == 4
     assert sorted(doc.terms.values()) == [1, 3]
-    assert vault.index_doc("globex", "email").terms.keys().isdisjoint(doc.terms.keys())
+    assert vault.index_doc("globex", Analyzer(), "email").terms.keys().isdisjoint(doc.terms)

@@ -29,8 +29,11 @@ SERVER_FIELDS = (
     "log_level",
 )
 TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
-SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS
-SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, "metrics_enabled")
+SEARCH_FIELDS = ("search_language", "search_languages", "semantic")
+SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + SEARCH_FIELDS
+#: Commands that (re)build the search index: the store and how the index is built.
+INDEX_FIELDS = STORE_FIELDS + SEARCH_FIELDS
+SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, *SEARCH_FIELDS, "metrics_enabled")
 
 METAVARS = {
     "data_dir": "DIR",
@@ -41,6 +44,9 @@ METAVARS = {
     "rate_limit_requests": "N",
     "max_body_bytes": "BYTES",
     "log_level": "LEVEL",
+    "search_language": "LANGUAGE",
+    "search_languages": "TENANT:LANGUAGE,...",
+    "semantic": "off|on",
 }
 
 
@@ -76,12 +82,16 @@ def opened_store(args: argparse.Namespace) -> closing[Store]:
     return closing(bootstrap.store_from(settings(args, STORE_FIELDS)))
 
 
-def opened_service(args: argparse.Namespace) -> closing[MemoryService]:
-    """The service the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS)))
+def opened_service(args: argparse.Namespace, *, reindexing: bool = False) -> closing[MemoryService]:
+    """The service the command's settings describe, to use in a ``with`` block
+    (``reindexing``: see :func:`governed_memory.bootstrap.service_from`)."""
+    chosen = settings(args, SERVICE_FIELDS)
+    return closing(bootstrap.service_from(chosen, reindexing=reindexing))
 
 
 __all__ = [
+    "INDEX_FIELDS",
+    "SEARCH_FIELDS",
     "SERVE_FIELDS",
     "SERVICE_FIELDS",
     "STORE_FIELDS",

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from governed_memory.cli import commands
-from governed_memory.cli.options import SERVE_FIELDS, SERVICE_FIELDS, STORE_FIELDS, add_settings
+from governed_memory.cli.options import (
+    INDEX_FIELDS,
+    SERVE_FIELDS,
+    SERVICE_FIELDS,
+    STORE_FIELDS,
+    add_settings,
+)
 from governed_memory.mcp_server import add_command as add_mcp_command
 
 Run = Callable[[argparse.Namespace, TextIO], int]
@@ -100,9 +106,17 @@ COMMANDS = (
         "replay",
         commands.replay,
         "Rebuild the projection from the log, or with --verify compare it item by item.",
+        INDEX_FIELDS,
         options=(
             option("--verify", action="store_true", help="only compare; exit 1 on any difference"),
         ),
+    ),
+    Command(
+        "reindex",
+        commands.reindex,
+        "Rebuild the search index from the log with these search settings (language, "
+        "semantic), and record them as the index's.",
+        SERVICE_FIELDS,
     ),
     Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
     Command(
@@ -115,6 +129,7 @@ COMMANDS = (
         "import",
         commands.import_,
         "Load a JSON Lines export into an empty store.",
+        INDEX_FIELDS,
         options=(option("file", metavar="FILE", help="file, or - for stdin"),),
     ),
     Command("migrate", commands.migrate, "Apply pending schema migrations."),

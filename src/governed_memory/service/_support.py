@@ -38,15 +38,20 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+#: Makes the index entry of an item that is searchable after a command (given that item).
+Indexing = Callable[[ItemState], IndexDoc]
+
+
 def changes(
     events: Sequence[Event],
     known: Mapping[str, ItemState | None],
-    indexes: Mapping[str, IndexDoc | None],
+    indexes: Mapping[str, Indexing],
 ) -> list[ItemChange]:
     """Fold single-item events into projection rows, each with its postings if searchable.
 
     ``known`` holds the items as loaded for the decision (``None``: not there yet), and
-    ``indexes`` the postings of the items whose content the command set.
+    ``indexes`` what makes the postings of the items whose content the command set: called
+    only for an item the command leaves active (a quarantined write is not analyzed).
     """
     rows = []
     states = dict(known)
@@ -55,7 +60,8 @@ def changes(
         before = states.get(event.memory_id)
         after = apply(before, event)
         states[event.memory_id] = after
-        index = indexes.get(after.id) if after.status is Status.ACTIVE else None
+        make = indexes.get(after.id) if after.status is Status.ACTIVE else None
+        index = None if make is None else make(after)
         rows.append(ItemChange(after, 0 if before is None else before.version, index))
     return rows
 

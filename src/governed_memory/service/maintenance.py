@@ -13,23 +13,21 @@ import base64
 import binascii
 import json
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 from governed_memory.codec import CodecError, stored_from_json, stored_to_json
 from governed_memory.core import values
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.model import ItemState
-from governed_memory.core.projection import replay
-from governed_memory.core.values import Status
-from governed_memory.errors import CryptoError, LogMoved, StoreUnavailable, ValidationError
+from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
-from governed_memory.records import ItemChange, SubjectKey
+from governed_memory.records import SubjectKey
+from governed_memory.service.indexing import Indexer
+from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
 
 IMPORT_CHUNK = 5_000
-REBUILD_ATTEMPTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,41 +42,24 @@ class ImportReport:
 class Maintenance:
     """Whole-store operations over one store and its vault: ``service.maintenance``."""
 
-    def __init__(self, store: Store, vault: Vault) -> None:
+    def __init__(self, store: Store, vault: Vault, indexer: Indexer) -> None:
         self._store = store
         self._vault = vault
+        self._indexer = indexer
 
-    def rebuild(self) -> int:
+    def rebuild(self, on_progress: OnProgress | None = None) -> int:
         """Replace every tenant's projection and postings with the fold of its log; the
         number of items.
 
-        Searchable items need their plaintext to be indexed again, so the live subject
-        keys are loaded once and every active item is decrypted with them.
+        Searchable items need their plaintext to be indexed again: every active item is
+        decrypted with its subject's key (see :mod:`.reindex`).
         """
-        keys = {(key.tenant_id, key.subject_id): key for key in self._store.subject_keys()}
-        return sum(self._rebuild_tenant(keys, tenant) for tenant in self._store.tenants())
+        return Rebuild(self._store, self._vault, self._indexer, on_progress).run()
 
-    def _rebuild_tenant(self, keys: Mapping[tuple[str, str], SubjectKey], tenant: str) -> int:
-        """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
-        for _ in range(REBUILD_ATTEMPTS):
-            events = list(self._store.tenant_events(tenant))
-            through = events[-1].position if events else 0
-            items = replay(stored.event for stored in events)
-            changes = [self._change(keys, item) for _, item in sorted(items.items())]
-            try:
-                self._store.rebuild(tenant, changes, through)
-            except LogMoved:
-                continue
-            return len(changes)
-        raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
-
-    def _change(self, keys: Mapping[tuple[str, str], SubjectKey], item: ItemState) -> ItemChange:
-        if item.status is not Status.ACTIVE:
-            return ItemChange(item, 0, None)
-        content = self._vault.open_with(keys.get((item.tenant_id, item.subject_id)), item)
-        if content is None:
-            return ItemChange(item, 0, None)  # the key is gone: nothing left to index
-        return ItemChange(item, 0, self._vault.index_doc(item.tenant_id, content))
+    def reindex(self, on_progress: OnProgress | None = None) -> int:
+        """Rebuild the search index (and the projection) under this service's search
+        settings, and record them as the index's: ``gmem reindex`` (see :mod:`.reindex`)."""
+        return Rebuild(self._store, self._vault, self._indexer, on_progress).reindex()
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every live subject key, then every event, as JSON-ready records.

@@ -13,6 +13,7 @@ review queue; :class:`~.maintenance.Maintenance` rebuilds, exports and imports.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -54,6 +55,7 @@ from governed_memory.service.idempotency import (
     parse_key,
     record_of,
 )
+from governed_memory.service.indexing import Indexer, SearchSettings
 from governed_memory.service.maintenance import Maintenance
 from governed_memory.service.retrieval import Retrieval
 from governed_memory.service.vault import KeyCache, Vault
@@ -73,6 +75,7 @@ class MemoryService:
         policy: TtlPolicy | None = None,
         new_id: Callable[[], str] = new_id,
         listeners: Sequence[Listener] = (),
+        search: SearchSettings | None = None,
     ) -> None:
         self.store = store
         self.keyring = keyring
@@ -82,15 +85,22 @@ class MemoryService:
         self.listeners: list[Listener] = list(listeners)
         self._new_id = new_id
         self._vault = Vault(store, keyring)
+        self._indexer = Indexer(self._vault, search or SearchSettings())
         self._idempotency = Idempotency(store, self._vault)
-        self._retrieval = Retrieval(store, self._vault, self.tokenizer.name)
+        self._retrieval = Retrieval(store, self._vault, self._indexer, self.tokenizer.name)
         self._audit = Audit(store, self._vault)
         self._expiry = Expiry(store, self._commit, new_id, self.policy)
 
     @property
     def maintenance(self) -> Maintenance:
         """Whole-store operations: rebuild, export, import (``gmem replay|export|import``)."""
-        return Maintenance(self.store, self._vault)
+        return Maintenance(self.store, self._vault, self._indexer)
+
+    @property
+    def search_signature(self) -> str:
+        """How this service builds the search index (recorded in the store; see
+        :mod:`.indexing`)."""
+        return self._indexer.signature
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` unless the store answers (readiness)."""
@@ -148,12 +158,15 @@ class MemoryService:
         sealed = self._vault.seal_content(subject_key, target_id, version, command.content, tokens)
         events = lifecycle.with_content(events, sealed)
         known = {target_id: current} | ({target.id: target} if target is not None else {})
-        rows = changes(events, known, {target_id: self._vault.index_doc(tenant, command.content)})
+        index = self._indexer.entry(tenant, command.content, subject_key)
+        rows = changes(events, known, {target_id: index})
         written, created = rows[0].item, current is None
         digest = fingerprint(command.fingerprint(sealed.content_hash))
         result = {"memory_id": target_id, "version": written.version, "created": created}
         record = record_of(keyed, digest, result)
-        self._commit(Batch(tenant, events, rows, record, require_key=subject_key))
+        signature = self._indexer.signature_of(rows)
+        batch = Batch(tenant, events, rows, record, require_key=subject_key)
+        self._commit(dataclasses.replace(batch, index_signature=signature))
         return WriteResult(MemoryItem.from_state(written, command.content), created)
 
     # -- review ---------------------------------------------------------------------------
@@ -216,11 +229,15 @@ class MemoryService:
             events, known, plaintext = self._decide_promote(ctx, command, current)
         else:
             events, known = self._decide_reject(ctx, command, current), {command.memory_id: current}
-        index = None if plaintext is None else self._vault.index_doc(tenant, plaintext)
-        rows = changes(events, known, {command.memory_id: index})
+        indexes = {}
+        if plaintext is not None:
+            key = self._vault.subject_key(tenant, current.subject_id) if current else None
+            indexes[command.memory_id] = self._indexer.entry(tenant, plaintext, key)
+        rows = changes(events, known, indexes)
         item = rows[0].item
         record = record_of(keyed, digest, {"memory_id": item.id, "version": item.version})
-        self._commit(Batch(tenant, events, rows, record))
+        signature = self._indexer.signature_of(rows)
+        self._commit(Batch(tenant, events, rows, record, index_signature=signature))
         content = plaintext if plaintext is not None else self._vault.decrypt(item)
         return MemoryItem.from_state(item, content)
 
@@ -356,8 +373,9 @@ class MemoryService:
         return self._vault.decrypt(state, keys)
 
     def index_doc(self, tenant: str, content: str) -> IndexDoc:
-        """The search postings of a text, under the tenant's index key."""
-        return self._vault.index_doc(tenant, content)
+        """The search postings of a text (no vector), by the tenant's analyzer, under the
+        tenant's index key."""
+        return self._vault.index_doc(tenant, self._indexer.settings.analyzer_for(tenant), content)
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -9,17 +9,20 @@ opening blobs again (sharing key lookups within one request), and the keyed sear
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Collection
+import sys
+from array import array
+from collections.abc import Collection, Sequence
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.lifecycle import SealedContent
 from governed_memory.core.model import ItemState
-from governed_memory.core.retrieval import terms
 from governed_memory.core.values import Status
 from governed_memory.crypto import Keyring
 from governed_memory.errors import CryptoError
 from governed_memory.ports import Store
-from governed_memory.records import IndexDoc, SubjectKey
+from governed_memory.records import IndexDoc, SealedVector, SubjectKey
 
 log = logging.getLogger("governed_memory.service")
 
@@ -128,11 +131,46 @@ class Vault:
         """The tenant's keyed ids of search terms (no plaintext word is ever stored)."""
         return self._keyring.term_ids(tenant, words)
 
-    def index_doc(self, tenant: str, content: str) -> IndexDoc:
-        """The search postings of a text, under the tenant's index key."""
-        counts = terms(content)
+    def index_doc(self, tenant: str, analyzer: Analyzer, content: str) -> IndexDoc:
+        """The search postings of a text, its terms by ``analyzer``, under the tenant's
+        index key."""
+        counts = analyzer.index_terms(content)
         words = list(counts)
         merged: dict[int, int] = {}
         for term_id, word in zip(self.term_ids(tenant, words), words, strict=True):
             merged[term_id] = merged.get(term_id, 0) + counts[word]
         return IndexDoc(merged, sum(counts.values()))
+
+    # -- vectors (semantic recall) --------------------------------------------------------
+
+    def seal_vector(
+        self, key: SubjectKey, memory_id: str, version: int, vector: Sequence[float]
+    ) -> bytes:
+        """An item's vector sealed like its content: a vector is content (SPEC §6.2), so it
+        is unreadable once the key that sealed the content is destroyed.
+
+        ``version`` is the content's version (the one whose text the vector embeds); the
+        associated data binds the blob to tenant, memory id, that version and "vector".
+        """
+        raw = array("f", vector)
+        if sys.byteorder == "big":
+            raw.byteswap()  # stored little-endian, whatever the machine
+        packed = base64.b64encode(raw.tobytes()).decode("ascii")
+        return self._keyring.seal(key, memory_id, version, packed, purpose="vector")
+
+    def open_vector(self, keys: KeyCache, sealed: SealedVector) -> array[float]:
+        """The vector of an item the store returned as eligible, opened with the request's
+        key cache. Its subject's key must be there (the item is active): anything else is
+        tampering and raises :class:`CryptoError`."""
+        key = keys.get((sealed.tenant_id, sealed.subject_id))
+        if key is None:
+            log.error("a sealed vector names no key", extra={"memory_id": sealed.memory_id})
+            raise CryptoError(f"memory {sealed.memory_id!r}: sealed vector failed authentication")
+        packed = self._keyring.open(
+            key, sealed.memory_id, sealed.version, sealed.blob, purpose="vector"
+        )
+        vector = array("f")
+        vector.frombytes(base64.b64decode(packed))
+        if sys.byteorder == "big":
+            vector.byteswap()
+        return vector

@@ -18,6 +18,7 @@ from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
+    IndexRebuilt,
     LogMoved,
     ReadWouldWait,
     SubjectChanged,
@@ -25,11 +26,13 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.records import (
+    SEARCH_INDEX,
     ApiKey,
     Batch,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
+    SealedVector,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -80,6 +83,7 @@ class MemoryStore:
             return stored
 
     def _check(self, batch: Batch) -> None:
+        self._check_index(batch.index_signature)
         if batch.idempotency is not None:
             existing = self._idempotency.get((batch.tenant_id, batch.idempotency.key))
             if existing is not None:
@@ -117,6 +121,12 @@ class MemoryStore:
             for term, frequency in index.terms.items():
                 postings.setdefault(term, {})[item.id] = frequency
             self._docs[item.key] = (scope, index)
+
+    def _check_index(self, signature: str | None) -> None:
+        """Refuse a request made for another index than the one recorded (if any)."""
+        recorded = self._meta.get(SEARCH_INDEX)
+        if signature is not None and recorded is not None and recorded != signature:
+            raise IndexRebuilt
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:
         with self._lock:
@@ -210,6 +220,7 @@ class MemoryStore:
 
     def search(self, request: SearchRequest) -> SearchMatches:
         with self._lock:
+            self._check_index(request.index_signature)
             scope = (request.tenant_id, request.agent_id, request.purpose)
             postings = self._postings.get(scope, {})
             docs = [doc for s, doc in self._docs.values() if s == scope]
@@ -225,15 +236,7 @@ class MemoryStore:
             candidates = []
             for memory_id in sorted(frequencies):
                 item = self._items[(request.tenant_id, memory_id)]
-                if not admits(
-                    item,
-                    tenant_id=request.tenant_id,
-                    agent_id=request.agent_id,
-                    purpose=request.purpose,
-                    now=request.now,
-                    subject_id=request.subject_id,
-                    kinds=request.kinds,
-                ):
+                if not _admits(item, request):
                     continue
                 _, doc = self._docs[item.key]
                 candidates.append(
@@ -247,6 +250,27 @@ class MemoryStore:
                     )
                 )
             return SearchMatches(statistics, candidates)
+
+    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
+        with self._lock:
+            scope = (request.tenant_id, request.agent_id, request.purpose)
+            found = []
+            for key, (doc_scope, doc) in sorted(self._docs.items()):
+                item = self._items[key]
+                if doc_scope == scope and doc.vector is not None and _admits(item, request):
+                    found.append(
+                        SealedVector(
+                            item.tenant_id,
+                            item.id,
+                            item.subject_id,
+                            item.content_version,
+                            doc.vector,
+                            item.confidence,
+                            item.updated_at,
+                            item.tokens,
+                        )
+                    )
+            return found
 
     # -- whole-log access -----------------------------------------------------------------
 
@@ -346,3 +370,16 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
+
+
+def _admits(item: ItemState, request: SearchRequest) -> bool:
+    """Whether ``item`` passes every hard filter of ``request``."""
+    return admits(
+        item,
+        tenant_id=request.tenant_id,
+        agent_id=request.agent_id,
+        purpose=request.purpose,
+        now=request.now,
+        subject_id=request.subject_id,
+        kinds=request.kinds,
+    )

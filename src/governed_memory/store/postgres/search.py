@@ -21,7 +21,8 @@ from governed_memory.core.retrieval import (
     idf,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.errors import IndexRebuilt
+from governed_memory.records import SEARCH_INDEX, SealedVector, SearchMatches, SearchRequest
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import PostgresDatabase
 
@@ -38,10 +39,14 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
             "tenant": request.tenant_id,
             "agent": request.agent_id,
             "purpose": request.purpose,
+            "meta": SEARCH_INDEX,
         },
     )
-    if not rows:
+    if not rows:  # no scope: nothing to find, whatever the index was built with
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
+    recorded = rows[0][5]
+    if request.index_signature is not None and recorded not in (None, request.index_signature):
+        raise IndexRebuilt
     scope, documents, total_length = rows[0][:3]
     frequency = {int(row[3]): int(row[4]) for row in rows}
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)
@@ -65,6 +70,38 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
             )
         )
     return SearchMatches(statistics, candidates, complete)
+
+
+def scope_vectors(database: PostgresDatabase, request: SearchRequest) -> list[SealedVector]:
+    """The sealed vectors of the scope's items that pass every hard filter."""
+    params: dict[str, Any] = {
+        "tenant": request.tenant_id,
+        "agent": request.agent_id,
+        "purpose": request.purpose,
+        "now": to_micros(request.now),
+    }
+    filters = ""
+    if request.subject_id is not None:
+        filters += " AND m.subject_id = %(subject)s"
+        params["subject"] = request.subject_id
+    if request.kinds is not None:
+        filters += " AND m.kind = ANY (%(kinds)s::text[])"
+        params["kinds"] = sorted(kind.value for kind in request.kinds)
+    return [
+        SealedVector(
+            request.tenant_id,
+            memory_id,
+            subject_id,
+            version,
+            bytes(blob),
+            confidence,
+            from_micros(updated_at),
+            tokens,
+        )
+        for memory_id, subject_id, version, blob, confidence, updated_at, tokens in database.query(
+            sql.SCOPE_VECTORS.format(filters=filters), params
+        )
+    ]
 
 
 def candidate_query(
@@ -102,4 +139,4 @@ def candidate_query(
     return sql.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds), params
 
 
-__all__ = ["candidate_query", "search"]
+__all__ = ["candidate_query", "scope_vectors", "search"]

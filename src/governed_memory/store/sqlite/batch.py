@@ -29,12 +29,13 @@ from governed_memory.core.model import ItemState
 from governed_memory.core.values import to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
+    IndexRebuilt,
     StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
 )
-from governed_memory.records import Batch, ItemChange, SubjectKey
+from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, translate
@@ -137,8 +138,13 @@ class SQLiteBatches:
 
     @staticmethod
     def _check_keys(conn: sqlite3.Connection, batch: Batch) -> None:
-        """Refuse a batch whose idempotency key is taken or whose subject key is gone."""
+        """Refuse a batch whose idempotency key is taken or whose subject key is gone, or
+        whose postings were made for another index than the one recorded."""
         tenant = batch.tenant_id
+        if batch.index_signature is not None:
+            row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
+            if row is not None and row[0] != batch.index_signature:
+                raise IndexRebuilt
         if batch.idempotency is not None:
             key = batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
@@ -212,6 +218,8 @@ class SQLiteBatches:
         conn.execute(
             sql.INSERT_DOCUMENT, (rowid, scope, index.length, array("q", index.terms).tobytes())
         )
+        if index.vector is not None:
+            conn.execute(sql.INSERT_VECTOR, (rowid, scope, index.vector))
         conn.execute(sql.DOCUMENT_ADDED, (index.length, scope))
 
     @staticmethod
@@ -224,6 +232,7 @@ class SQLiteBatches:
         terms.frombytes(packed)
         conn.executemany(sql.DELETE_POSTING, [(scope, term, rowid) for term in terms])
         conn.execute(sql.DELETE_DOCUMENT, (rowid,))
+        conn.execute(sql.DELETE_VECTOR, (rowid,))
         conn.execute(sql.DOCUMENT_REMOVED, (length, scope))
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:

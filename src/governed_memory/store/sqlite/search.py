@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from governed_memory.core.retrieval import ScopeStatistics
-from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.core.values import from_micros, to_micros
+from governed_memory.errors import IndexRebuilt
+from governed_memory.records import SEARCH_INDEX, SealedVector, SearchMatches, SearchRequest
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
@@ -34,12 +37,13 @@ class SQLiteSearch:
         self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
 
     def search(self, request: SearchRequest) -> SearchMatches:
-        scope_rows = self._db.query(
-            sql.SCOPE, (request.tenant_id, request.agent_id, request.purpose)
+        rows = self._db.query(
+            sql.SCOPE, (SEARCH_INDEX, request.tenant_id, request.agent_id, request.purpose)
         )
-        if not scope_rows or not request.terms:
+        if not rows or not request.terms:  # no scope: nothing to find
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
-        scope, documents, total_length, generation = scope_rows[0]
+        scope, documents, total_length, generation, recorded = rows[0]
+        refuse_other_index(request.index_signature, recorded)
         search = ScopedSearch(self._db, request, scope)
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
@@ -49,6 +53,34 @@ class SQLiteSearch:
             return search.small(ScopeStatistics(int(documents), int(total_length), frequency), few)
         frequency = {term: self._frequency(scope, generation, term) for term in request.terms}
         return search.large(ScopeStatistics(int(documents), int(total_length), frequency))
+
+    def vectors(self, request: SearchRequest) -> list[SealedVector]:
+        """The sealed vectors of the scope's items that pass every hard filter."""
+        scope = (request.tenant_id, request.agent_id, request.purpose)
+        statement = sql.SCOPE_VECTORS
+        params: list[Any] = [*scope, *scope, to_micros(request.now)]
+        if request.subject_id is not None:
+            statement += " AND m.subject_id = ?"
+            params.append(request.subject_id)
+        if request.kinds:
+            kinds = sorted(kind.value for kind in request.kinds)
+            statement += f" AND m.kind IN ({sql.marks(len(kinds))})"
+            params += kinds
+        return [
+            SealedVector(
+                request.tenant_id,
+                memory_id,
+                subject_id,
+                version,
+                bytes(blob),
+                confidence,
+                from_micros(updated_at),
+                tokens,
+            )
+            for memory_id, subject_id, version, blob, confidence, updated_at, tokens in (
+                self._db.query(statement, params)
+            )
+        ]
 
     def _known_large(self, scope: int, generation: int, terms: Sequence[int]) -> bool:
         """Whether the cached frequencies, still current, already say the scope is large."""
@@ -85,4 +117,11 @@ class SQLiteSearch:
         return int(count)
 
 
-__all__ = ["SMALL_SCOPE_POSTINGS", "SQLiteSearch"]
+def refuse_other_index(signature: str | None, recorded: str | None) -> None:
+    """Raise ``IndexRebuilt`` if a request made for the index of ``signature`` meets
+    another recorded one (none recorded: the store predates recording; it is accepted)."""
+    if signature is not None and recorded is not None and recorded != signature:
+        raise IndexRebuilt
+
+
+__all__ = ["SMALL_SCOPE_POSTINGS", "SQLiteSearch", "refuse_other_index"]
