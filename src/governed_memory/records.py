@@ -63,6 +63,16 @@ class ApiKey:
 #: The store-meta name under which the search index's signature is recorded: how its
 #: terms (and vectors) were made (``service.indexing.SearchSettings.signature``).
 SEARCH_INDEX = "search_index"
+#: What is recorded, before the signature, while ``gmem reindex`` rebuilds the index.
+REBUILDING = "rebuilding:"
+
+
+def serves_index(recorded: str | None, signature: str | None) -> bool:
+    """Whether a request made for the index of ``signature`` may read or write a store
+    that records ``recorded``: the same index, or one being rebuilt for it. A store that
+    records none predates the record (the composition root refuses such a store at start),
+    and a request without a signature makes no terms."""
+    return recorded is None or signature is None or recorded in (signature, REBUILDING + signature)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +172,7 @@ class SearchMatches:
 
 
 __all__ = [
+    "REBUILDING",
     "SEARCH_INDEX",
     "ApiKey",
     "Batch",
@@ -172,4 +183,5 @@ __all__ = [
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",
+    "serves_index",
 ]

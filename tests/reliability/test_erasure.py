@@ -11,11 +11,13 @@ never another plaintext.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import secrets
 import sqlite3
 import uuid
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +35,14 @@ from governed_memory.crypto import (
 )
 from governed_memory.errors import CryptoError, IdempotencyKeyReused
 from governed_memory.ports import Store
+from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
+from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
+from tests.support.embedder import FakeEmbedder
 from tests.support.fakes import FakeClock, principal, write_body
 
 CANARY = "erasecanary" + secrets.token_hex(8)
@@ -352,3 +357,88 @@ def test_tampered_content_over_http_is_a_500_problem_without_plaintext(
         assert response.json()["detail"] == "an unexpected error occurred"
         assert "Alpha" not in response.text
         assert "Beta" not in response.text
+
+
+# -- vectors (semantic recall) ------------------------------------------------------------
+
+
+@dataclass
+class Vectors:
+    """A semantic service over a real database, with raw access to its vector rows."""
+
+    service: MemoryService
+    rows: Callable[[], int]
+    files: Callable[[], list[Path]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Vectors]:
+    """Semantic recall on (the fake embedder) over SQLite in a temp dir, or PostgreSQL."""
+    search = SearchSettings(embedder=FakeEmbedder())
+    keyring = Keyring(secrets.token_bytes(32))
+    if request.param == "sqlite":
+        path = tmp_path / "gmem.sqlite3"
+        store = SQLiteStore(path, synchronous="NORMAL")
+
+        def rows() -> int:
+            with sqlite3.connect(path) as conn:
+                return int(conn.execute("SELECT count(*) FROM search_vectors").fetchone()[0])
+
+        def files() -> list[Path]:
+            return [p for p in tmp_path.iterdir() if p.is_file()]
+
+        yield Vectors(MemoryService(store, keyring, clock=FakeClock(), search=search), rows, files)
+        store.close()
+        return
+    dsn = postgres_dsn()
+    assert dsn is not None
+    from governed_memory.store.postgres import PostgresStore
+
+    schema = "gmem_test_" + uuid.uuid4().hex[:12]
+    pg = PostgresStore(dsn, schema=schema)
+
+    def pg_rows() -> int:
+        with psycopg.connect(dsn) as conn:
+            query = sql.SQL("SELECT count(*) FROM {}").format(
+                sql.Identifier(schema, "search_vectors")
+            )
+            row = conn.execute(query).fetchone()
+            assert row is not None
+            return int(row[0])
+
+    try:
+        yield Vectors(MemoryService(pg, keyring, clock=FakeClock(), search=search), pg_rows, list)
+    finally:
+        pg.drop_schema()
+        pg.close()
+
+
+def test_forgotten_vectors_are_gone_and_unreadable(vectors: Vectors) -> None:
+    """A vector is content: never stored in the clear; after forget the subject's vector
+    rows are gone (SQLite: not a byte of them left in any file) and no key left opens the
+    sealed vectors read before; the bystander's vector stays and still finds its item."""
+    service, embedder = vectors.service, FakeEmbedder()
+    canary = f"The car of {CANARY} is red."
+    service.write(WRITER, body("m1", "victim", canary))
+    service.write(WRITER, body("k1", "bystander", f"The phone of {KEEP} rings."))
+    plain = array("f", unit(embedder.embed([canary])[0], embedder)).tobytes()
+    request = SearchRequest("acme", "support-bot", "support", [], service.clock.now())
+    sealed = {v.memory_id: v for v in service.store.scope_vectors(request)}
+    assert set(sealed) == {"m1", "k1"} and vectors.rows() == 2
+    files = vectors.files()
+    if files:  # SQLite: the search below would see the sealed vector if it were left
+        assert any(sealed["m1"].blob in path.read_bytes() for path in files)
+    service.forget_subject(WRITER, "victim")
+    assert {v.memory_id for v in service.store.scope_vectors(request)} == {"k1"}
+    assert vectors.rows() == 1
+    for path in vectors.files():
+        raw = path.read_bytes()
+        for form in (plain, base64.b64encode(plain), sealed["m1"].blob):
+            assert form not in raw, path.name
+    for key in service.store.subject_keys():
+        with pytest.raises(CryptoError):
+            service.keyring.open(key, "m1", sealed["m1"].version, sealed["m1"].blob, "vector")
+    hits = service.search(
+        WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "telephone"}
+    )
+    assert [hit.item.id for hit in hits.items] == ["k1"]

@@ -21,12 +21,10 @@ from governed_memory.analysis import Analyzer
 from governed_memory.core.model import ItemState
 from governed_memory.errors import ConfigError, CryptoError
 from governed_memory.ports import Embedder, StoreMeta
-from governed_memory.records import SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
 from governed_memory.service._support import Indexing
 from governed_memory.service.vault import Vault
 
-#: The recorded signature while ``gmem reindex`` runs (or after it was interrupted).
-REBUILDING = "rebuilding:"
 #: Texts embedded together when many are indexed at once (a rebuild).
 EMBED_BATCH = 32
 
@@ -165,4 +163,4 @@ def unit(vector: Sequence[float], embedder: Embedder) -> list[float]:
     return [x / norm for x in vector] if norm > 0 else [0.0] * len(vector)
 
 
-__all__ = ["REBUILDING", "Indexer", "Query", "SearchSettings", "check_index", "unit"]
+__all__ = ["Indexer", "Query", "SearchSettings", "check_index", "unit"]

@@ -23,8 +23,8 @@ from governed_memory.core.projection import replay
 from governed_memory.core.values import Status
 from governed_memory.errors import LogMoved, StoreUnavailable
 from governed_memory.ports import Store
-from governed_memory.records import SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
-from governed_memory.service.indexing import REBUILDING, Indexer
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
+from governed_memory.service.indexing import Indexer
 from governed_memory.service.vault import Vault
 
 REBUILD_ATTEMPTS = 20

@@ -36,6 +36,7 @@ from governed_memory.records import (
     SearchMatches,
     SearchRequest,
     SubjectKey,
+    serves_index,
 )
 
 ScopeKey = tuple[str, str, str]
@@ -124,8 +125,7 @@ class MemoryStore:
 
     def _check_index(self, signature: str | None) -> None:
         """Refuse a request made for another index than the one recorded (if any)."""
-        recorded = self._meta.get(SEARCH_INDEX)
-        if signature is not None and recorded is not None and recorded != signature:
+        if not serves_index(self._meta.get(SEARCH_INDEX), signature):
             raise IndexRebuilt
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:

@@ -41,7 +41,14 @@ from governed_memory.errors import (
     SubjectKeyGone,
     VersionConflict,
 )
-from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey
+from governed_memory.records import (
+    REBUILDING,
+    SEARCH_INDEX,
+    Batch,
+    ItemChange,
+    SubjectKey,
+    serves_index,
+)
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase, translate
@@ -133,8 +140,14 @@ class PostgresBatches:
         for batch in batches:
             tenant = batch.tenant_id
             if batch.index_signature is not None:
+                signature = batch.index_signature
                 conn.execute(
-                    sql.REQUIRE_INDEX, {"name": SEARCH_INDEX, "signature": batch.index_signature}
+                    sql.REQUIRE_INDEX,
+                    {
+                        "name": SEARCH_INDEX,
+                        "signature": signature,
+                        "rebuilding": REBUILDING + signature,
+                    },
                 )
             if batch.idempotency is not None:
                 record = batch.idempotency
@@ -174,7 +187,7 @@ class PostgresBatches:
         tenant = batch.tenant_id
         if batch.index_signature is not None:
             row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
-            if row is not None and row[0] != batch.index_signature:
+            if not serves_index(None if row is None else row[0], batch.index_signature):
                 return IndexRebuilt()
         if batch.idempotency is not None:
             key = batch.idempotency.key

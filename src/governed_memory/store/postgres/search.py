@@ -22,7 +22,13 @@ from governed_memory.core.retrieval import (
 )
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import IndexRebuilt
-from governed_memory.records import SEARCH_INDEX, SealedVector, SearchMatches, SearchRequest
+from governed_memory.records import (
+    SEARCH_INDEX,
+    SealedVector,
+    SearchMatches,
+    SearchRequest,
+    serves_index,
+)
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import PostgresDatabase
 
@@ -44,8 +50,7 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     )
     if not rows:  # no scope: nothing to find, whatever the index was built with
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
-    recorded = rows[0][5]
-    if request.index_signature is not None and recorded not in (None, request.index_signature):
+    if not serves_index(rows[0][5], request.index_signature):
         raise IndexRebuilt
     scope, documents, total_length = rows[0][:3]
     frequency = {int(row[3]): int(row[4]) for row in rows}

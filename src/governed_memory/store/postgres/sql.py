@@ -186,10 +186,11 @@ INSERT_IDEMPOTENCY = (
     f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
 )
 REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
-# Postings made for another index than the one recorded (if any) are refused.
+# Postings made for another index than the one recorded (if any) are refused: the rule of
+# records.serves_index, in SQL.
 REQUIRE_INDEX = (
     "SELECT gm_require(coalesce((SELECT value FROM store_meta WHERE name = %(name)s), "
-    "%(signature)s) = %(signature)s, 'search_index')"
+    "%(signature)s) IN (%(signature)s, %(rebuilding)s), 'search_index')"
 )
 # Delete the key, then refuse if an item of the subject is left undeleted (this statement
 # sees the batch's own deletions, made by earlier statements of the transaction).

@@ -35,7 +35,7 @@ from governed_memory.errors import (
     SubjectKeyGone,
     VersionConflict,
 )
-from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey
+from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, translate
@@ -143,7 +143,7 @@ class SQLiteBatches:
         tenant = batch.tenant_id
         if batch.index_signature is not None:
             row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
-            if row is not None and row[0] != batch.index_signature:
+            if not serves_index(None if row is None else row[0], batch.index_signature):
                 raise IndexRebuilt
         if batch.idempotency is not None:
             key = batch.idempotency.key

@@ -17,7 +17,13 @@ from typing import Any
 from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import IndexRebuilt
-from governed_memory.records import SEARCH_INDEX, SealedVector, SearchMatches, SearchRequest
+from governed_memory.records import (
+    SEARCH_INDEX,
+    SealedVector,
+    SearchMatches,
+    SearchRequest,
+    serves_index,
+)
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
@@ -43,7 +49,8 @@ class SQLiteSearch:
         if not rows or not request.terms:  # no scope: nothing to find
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
         scope, documents, total_length, generation, recorded = rows[0]
-        refuse_other_index(request.index_signature, recorded)
+        if not serves_index(recorded, request.index_signature):
+            raise IndexRebuilt
         search = ScopedSearch(self._db, request, scope)
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
@@ -117,11 +124,4 @@ class SQLiteSearch:
         return int(count)
 
 
-def refuse_other_index(signature: str | None, recorded: str | None) -> None:
-    """Raise ``IndexRebuilt`` if a request made for the index of ``signature`` meets
-    another recorded one (none recorded: the store predates recording; it is accepted)."""
-    if signature is not None and recorded is not None and recorded != signature:
-        raise IndexRebuilt
-
-
-__all__ = ["SMALL_SCOPE_POSTINGS", "SQLiteSearch", "refuse_other_index"]
+__all__ = ["SMALL_SCOPE_POSTINGS", "SQLiteSearch"]
