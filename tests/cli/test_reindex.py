@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import secrets
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -179,3 +181,24 @@ def test_two_instances_on_one_postgres_database_agree_on_the_index(tmp_path: Pat
         again = open_service(database_url=url, master_key=key, search_language="german")
         assert [hit.item.id for hit in again.search(WRITER, query("Kunde")).items] == ["k"]
         again.close()
+
+
+def test_the_semantic_extra_is_imported_only_when_semantic_recall_is_on(tmp_path: Path) -> None:
+    """A service with semantic recall off writes and searches without importing the
+    embedder module, sentence-transformers or torch."""
+    code = (
+        "import sys\n"
+        "from governed_memory import open_service\n"
+        "from tests.support.fakes import body, principal, query\n"
+        f"service = open_service(data_dir={str(tmp_path)!r})\n"
+        "service.write(principal(), body())\n"
+        "assert service.search(principal(), query()).items\n"
+        "heavy = {'governed_memory.semantic', 'sentence_transformers', 'torch'}\n"
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    environment = os.environ | {"PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
