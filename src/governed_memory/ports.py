@@ -86,7 +86,8 @@ class Items(Protocol):
 
     def search(self, request: SearchRequest) -> SearchMatches:
         """The matches of ``request`` in its scope, under every hard filter; raise
-        ``IndexRebuilt`` if its ``index_signature`` is not the one recorded."""
+        ``StoreUnavailable.index_rebuilt()`` unless the recorded index serves its
+        ``index_signature`` (:func:`~governed_memory.records.serves_index`)."""
         ...
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:

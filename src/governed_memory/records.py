@@ -135,7 +135,7 @@ class Batch:
     # any item of that subject would be left undeleted.
     destroy_key: str | None = None
     # The signature of the index the batch's postings were made for: the store refuses the
-    # batch (IndexRebuilt) if another one is recorded under SEARCH_INDEX.
+    # batch (StoreUnavailable.index_rebuilt) unless the recorded one serves it (serves_index).
     index_signature: str | None = None
 
 
@@ -153,8 +153,8 @@ class SearchRequest:
     # How many of the best-ranked items the caller needs; None means every match. A store
     # may then return fewer candidates, provided they surely include the top ``want``.
     want: int | None = None
-    # The signature of the index the terms were made for: the store raises IndexRebuilt
-    # if another one is recorded under SEARCH_INDEX.
+    # The signature of the index the terms were made for: the store raises
+    # StoreUnavailable.index_rebuilt unless the recorded one serves it (serves_index).
     index_signature: str | None = None
 
 

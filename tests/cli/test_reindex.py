@@ -18,7 +18,7 @@ from governed_memory import open_service
 from governed_memory.bootstrap import service_from
 from governed_memory.cli.progress import rebuild_progress
 from governed_memory.config import load_settings
-from governed_memory.errors import ConfigError, IndexRebuilt
+from governed_memory.errors import ConfigError, StoreUnavailable
 from governed_memory.service.reindex import Progress
 from tests.cli.conftest import Gmem
 from tests.conftest import postgres_dsn
@@ -175,7 +175,9 @@ def test_two_instances_on_one_postgres_database_agree_on_the_index(tmp_path: Pat
         german = service_from(settings, reindexing=True)
         german.maintenance.reindex()
         german.close()
-        with pytest.raises(IndexRebuilt):  # the first instance still runs the old settings
+        with pytest.raises(
+            StoreUnavailable, match="rebuilt with other settings"
+        ):  # the first instance still runs the old settings
             first.search(WRITER, query("Kunden"))
         first.close()
         again = open_service(database_url=url, master_key=key, search_language="german")

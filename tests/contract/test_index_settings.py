@@ -7,7 +7,7 @@ import pytest
 
 from governed_memory.analysis import Analyzer
 from governed_memory.crypto import Keyring
-from governed_memory.errors import ConfigError, IndexRebuilt, StoreUnavailable
+from governed_memory.errors import ConfigError, StoreUnavailable
 from governed_memory.ports import Store
 from governed_memory.records import REBUILDING, SEARCH_INDEX
 from governed_memory.service import MemoryService
@@ -69,7 +69,7 @@ def test_reindex_rebuilds_with_new_settings_and_records_them(
     check_index(store, ENGLISH, empty=True)
     english.write(WRITER, body(id="k", content="Die Kunden bevorzugen E-Mails."))
     german = over(store, keyring, clock, GERMAN)
-    with pytest.raises(IndexRebuilt):
+    with pytest.raises(StoreUnavailable, match="rebuilt with other settings"):
         german.search(WRITER, query("Kunde"))
     assert german.maintenance.reindex() == 1
     assert store.meta(SEARCH_INDEX) == GERMAN.signature
@@ -80,16 +80,16 @@ def test_an_instance_left_with_old_settings_refuses_to_search_or_index(
     store: Store, keyring: Keyring, clock: FakeClock
 ) -> None:
     """Once a reindex records other settings, a service still running with the old ones
-    answers searches and indexing writes with IndexRebuilt (503), never mixed results;
+    answers searches and indexing writes with StoreUnavailable (503), never mixed results;
     what indexes nothing (a quarantined write, a forget) still works."""
     old = over(store, keyring, clock, ENGLISH)
     check_index(store, ENGLISH, empty=True)
     old.write(WRITER, body(id="a"))
     over(store, keyring, clock, GERMAN).maintenance.reindex()
-    with pytest.raises(IndexRebuilt) as refused:
+    with pytest.raises(StoreUnavailable, match="rebuilt with other settings") as refused:
         old.search(WRITER, query("email"))
     assert isinstance(refused.value, StoreUnavailable)
-    with pytest.raises(IndexRebuilt):
+    with pytest.raises(StoreUnavailable, match="rebuilt with other settings"):
         old.write(WRITER, body(id="b"))
     assert store.get("acme", "b") is None  # nothing of the refused batch was written
     old.write(WRITER, body(id="c", trust="untrusted"))

@@ -9,8 +9,9 @@ item's content version), so a retry costs the new items only.
 
 ``gmem replay`` rebuilds under the settings the index was built with; ``gmem reindex``
 rebuilds under new ones: it first records that a rebuild is under way, so every instance
-still running with the old settings stops searching and indexing (``IndexRebuilt``) rather
-than mixing terms of two analyzers, and records the new signature once every tenant is done.
+still running with the old settings stops searching and indexing (a 503:
+``StoreUnavailable.index_rebuilt``) rather than mixing terms of two analyzers, and records
+the new signature once every tenant is done.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IndexRebuilt,
     LogMoved,
     ReadWouldWait,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
@@ -126,7 +126,7 @@ class MemoryStore:
     def _check_index(self, signature: str | None) -> None:
         """Refuse a request made for another index than the one recorded (if any)."""
         if not serves_index(self._meta.get(SEARCH_INDEX), signature):
-            raise IndexRebuilt
+            raise StoreUnavailable.index_rebuilt()
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:
         with self._lock:

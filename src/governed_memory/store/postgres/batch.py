@@ -36,7 +36,7 @@ from governed_memory.codec import (
 from governed_memory.core.events import Event, StoredEvent
 from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IndexRebuilt,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
@@ -188,7 +188,7 @@ class PostgresBatches:
         if batch.index_signature is not None:
             row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
             if not serves_index(None if row is None else row[0], batch.index_signature):
-                return IndexRebuilt()
+                return StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
             key = batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()

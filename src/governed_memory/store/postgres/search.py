@@ -21,7 +21,7 @@ from governed_memory.core.retrieval import (
     idf,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.errors import IndexRebuilt
+from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
     SealedVector,
@@ -51,7 +51,7 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     if not rows:  # no scope: nothing to find, whatever the index was built with
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
     if not serves_index(rows[0][5], request.index_signature):
-        raise IndexRebuilt
+        raise StoreUnavailable.index_rebuilt()
     scope, documents, total_length = rows[0][:3]
     frequency = {int(row[3]): int(row[4]) for row in rows}
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)

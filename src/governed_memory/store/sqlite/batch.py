@@ -29,7 +29,6 @@ from governed_memory.core.model import ItemState
 from governed_memory.core.values import to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
-    IndexRebuilt,
     StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
@@ -144,7 +143,7 @@ class SQLiteBatches:
         if batch.index_signature is not None:
             row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
             if not serves_index(None if row is None else row[0], batch.index_signature):
-                raise IndexRebuilt
+                raise StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
             key = batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()

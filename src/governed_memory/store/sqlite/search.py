@@ -16,7 +16,7 @@ from typing import Any
 
 from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.errors import IndexRebuilt
+from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
     SealedVector,
@@ -50,7 +50,7 @@ class SQLiteSearch:
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
         scope, documents, total_length, generation, recorded = rows[0]
         if not serves_index(recorded, request.index_signature):
-            raise IndexRebuilt
+            raise StoreUnavailable.index_rebuilt()
         search = ScopedSearch(self._db, request, scope)
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
