@@ -1,14 +1,14 @@
 """The settings as flags, and what a command opens with them.
 
-Every command reads the ``GMEM_*`` settings (SPEC §9); its flags mirror them and win over
-them. The store or service a command works on is opened by the composition root
+Every command reads the ``GMEM_*`` settings; its flags mirror them and win over them. The
+store or service a command works on is opened by the composition root
 (:mod:`governed_memory.bootstrap`) from those settings, and closed when the command ends.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 
 from governed_memory import bootstrap
@@ -16,7 +16,7 @@ from governed_memory.config import Settings, load_settings
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 
-STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous")
+STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous", "database_pool_max")
 SERVER_FIELDS = (
     "host",
     "port",
@@ -39,6 +39,8 @@ METAVARS = {
     "host": "HOST",
     "port": "PORT",
     "rate_limit_requests": "N",
+    "database_pool_max": "N",
+    "max_connections": "N",
     "max_body_bytes": "BYTES",
     "log_level": "LEVEL",
 }
@@ -48,14 +50,19 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def add_settings(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
-    """One flag per setting, mirroring its GMEM_* variable (left unset: env or default)."""
+def add_settings(
+    parser: argparse.ArgumentParser,
+    fields: Sequence[str],
+    helps: Mapping[str, str] | None = None,
+) -> None:
+    """One flag per setting, mirroring its GMEM_* variable (left unset: env or default);
+    ``helps`` replaces the help of some flags (a command that reads a setting its own way)."""
     group = parser.add_argument_group("settings (each flag mirrors its GMEM_* variable)")
     group.add_argument("--config", metavar="FILE", help="a KEY=value settings file")
     for field in fields:
         default = Settings.model_fields[field].default
         shown = "unset" if default is None else default
-        text = f"GMEM_{field.upper()} (default: {shown})"
+        text = (helps or {}).get(field) or f"GMEM_{field.upper()} (default: {shown})"
         if field == "metrics_enabled":
             group.add_argument(
                 _flag(field), dest=field, action=argparse.BooleanOptionalAction, help=text
