@@ -57,15 +57,21 @@ def open_store(
     data_dir: str | Path = DEFAULT_DATA_DIR,
     database_url: str | None = None,
     synchronous: Synchronous = "FULL",
+    read_only: bool = False,
     **options: Any,
 ) -> Store:
     """The store a URL names, or the embedded SQLite store in ``data_dir``; migrated.
 
+    ``read_only`` opens a SQLite store without migrating or writing anything (for commands
+    that only read, so a store on read-only media can be exported); PostgreSQL ignores it.
     ``options`` go to the PostgreSQL store (``max_size``, ``min_size``…).
     """
     if database_url is None:
-        _make_data_dir(Path(data_dir))
-        return SQLiteStore(Path(data_dir) / DATABASE_FILE, synchronous=synchronous)
+        if not read_only:
+            _make_data_dir(Path(data_dir))
+        return SQLiteStore(
+            Path(data_dir) / DATABASE_FILE, synchronous=synchronous, read_only=read_only
+        )
     if backend_of(database_url) == "postgres":
         # Imported here: psycopg costs start-up time that SQLite users need not pay.
         from governed_memory.store.postgres import PostgresStore
@@ -77,7 +83,7 @@ def open_store(
             f"GMEM_DATABASE_URL: the folder {path.parent} of the SQLite file does not exist; "
             "create it first (gmem creates only the database file)"
         )
-    return SQLiteStore(path, synchronous=synchronous)
+    return SQLiteStore(path, synchronous=synchronous, read_only=read_only)
 
 
 def _make_data_dir(data_dir: Path) -> None:
@@ -145,19 +151,29 @@ def open_service(
     return service
 
 
-def store_from(settings: Settings) -> Store:
+def store_from(settings: Settings, *, read_only: bool = False) -> Store:
     """The store the settings describe (``gmem keys``, ``gmem migrate``)."""
     return open_store(
         data_dir=settings.data_dir,
         database_url=settings.database_url,
         synchronous=settings.sqlite_synchronous,
+        read_only=read_only,
         **settings.store_options(),
     )
 
 
-def service_from(settings: Settings) -> MemoryService:
-    """The service the settings describe (``gmem replay``, ``expire``, ``export``…)."""
-    service, _ = open_from(settings)
+def service_from(settings: Settings, *, read_only: bool = False) -> MemoryService:
+    """The service the settings describe (``gmem replay``, ``expire``, ``export``…);
+    ``read_only`` for the commands that only read (see :func:`open_store`)."""
+    service, _ = _open(
+        settings.data_dir,
+        settings.database_url,
+        settings.master_key_value(),
+        settings.sqlite_synchronous,
+        settings.ttl_policy(),
+        None,
+        options=settings.store_options() | {"read_only": read_only},
+    )
     return service
 
 

@@ -121,7 +121,7 @@ def keys_create(args: argparse.Namespace, out: TextIO) -> int:
 
 def keys_list(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem keys list``: every key's grants, never a secret."""
-    with opened_store(args) as store:
+    with opened_store(args, read_only=True) as store:
         keys = store.api_keys(args.tenant)
     if args.json:
         print(json.dumps([_key_json(key) for key in keys]), file=out)
@@ -153,7 +153,7 @@ def keys_revoke(args: argparse.Namespace, out: TextIO) -> int:
 
 def replay(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem replay``: rebuild the projection, or with ``--verify`` compare it."""
-    with opened_service(args) as service:
+    with opened_service(args, read_only=args.verify) as service:
         if not args.verify:
             print(f"rebuilt {service.maintenance.rebuild()} item(s) from the log", file=out)
             return 0
@@ -175,7 +175,7 @@ def expire(args: argparse.Namespace, out: TextIO) -> int:
 
 def export(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem export``: the event log as JSON Lines, content still sealed."""
-    with opened_service(args) as service:
+    with opened_service(args, read_only=True) as service:
         records = service.maintenance.export()
         if args.output == "-":
             _write_lines(records, out)

@@ -78,14 +78,15 @@ def settings(args: argparse.Namespace, fields: Sequence[str]) -> Settings:
     return load_settings(config_file=args.config, **values)
 
 
-def opened_store(args: argparse.Namespace) -> closing[Store]:
-    """The store the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.store_from(settings(args, STORE_FIELDS)))
+def opened_store(args: argparse.Namespace, *, read_only: bool = False) -> closing[Store]:
+    """The store the command's settings describe, to use in a ``with`` block; ``read_only``
+    for a command that only reads (it then works on read-only media too)."""
+    return closing(bootstrap.store_from(settings(args, STORE_FIELDS), read_only=read_only))
 
 
-def opened_service(args: argparse.Namespace) -> closing[MemoryService]:
+def opened_service(args: argparse.Namespace, *, read_only: bool = False) -> closing[MemoryService]:
     """The service the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS)))
+    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS), read_only=read_only))
 
 
 __all__ = [
