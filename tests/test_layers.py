@@ -69,7 +69,7 @@ LAYERS: dict[str, Layer] = {
     ),
     "http": layer(
         f"http service bootstrap config observability worker {SHARED}",
-        "fastapi starlette uvicorn pydantic httpx",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx",
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",
