@@ -59,7 +59,7 @@ LAYERS: dict[str, Layer] = {
     "service": layer("core errors records ports codec crypto tokens results service maintenance"),
     "maintenance": layer("core errors records ports codec crypto tokens results service"),
     "bootstrap": layer("service store crypto config core errors ports locations"),
-    "config": layer("core errors crypto locations", "pydantic pydantic_settings"),
+    "config": layer("core errors crypto locations", "pydantic pydantic_settings dotenv"),
     "observability": layer("core errors", "prometheus_client"),
     "worker": layer("service core errors"),
     "client": layer("client core errors results _version", "httpx anyio"),
