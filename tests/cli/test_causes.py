@@ -19,8 +19,6 @@ from governed_memory import Principal, Scope, Trust, open_service
 from governed_memory._version import __version__
 from tests.support.processes import GMEM, free_port, serving
 
-KEY = "gmem-master-key-for-tests-only-32b"  # 32 ASCII bytes, never a real key
-
 
 def run(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
