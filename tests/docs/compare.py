@@ -79,6 +79,9 @@ def _json(where: str, shown: Any, got: Any, key: str | None) -> list[str]:
     if isinstance(shown, dict):
         return _object(where, shown, got)
     if isinstance(shown, list):
+        if isinstance(got, list) and ELLIPSIS not in shown and len(got) == len(shown):
+            pairs = zip(shown, got, strict=True)
+            return [d for n, (a, b) in enumerate(pairs) for d in _json(f"{where}[{n}]", a, b, None)]
         if not isinstance(got, list) or not _array(where, shown, got):
             return [f"{where}: shown {json.dumps(shown)[:200]}, printed {json.dumps(got)[:200]}"]
         return []
