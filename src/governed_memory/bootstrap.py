@@ -165,19 +165,11 @@ def store_from(settings: Settings, *, read_only: bool = False) -> Store:
 def service_from(settings: Settings, *, read_only: bool = False) -> MemoryService:
     """The service the settings describe (``gmem replay``, ``expire``, ``export``…);
     ``read_only`` for the commands that only read (see :func:`open_store`)."""
-    service, _ = _open(
-        settings.data_dir,
-        settings.database_url,
-        settings.master_key_value(),
-        settings.sqlite_synchronous,
-        settings.ttl_policy(),
-        None,
-        options=settings.store_options() | {"read_only": read_only},
-    )
+    service, _ = open_from(settings, read_only=read_only)
     return service
 
 
-def open_from(settings: Settings) -> tuple[MemoryService, Store]:
+def open_from(settings: Settings, *, read_only: bool = False) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
     (``gmem serve``); closing the service closes the store."""
     return _open(
@@ -187,7 +179,7 @@ def open_from(settings: Settings) -> tuple[MemoryService, Store]:
         settings.sqlite_synchronous,
         settings.ttl_policy(),
         None,
-        options=settings.store_options(),
+        options=settings.store_options() | {"read_only": read_only},
     )
 
 
