@@ -59,7 +59,7 @@ LAYERS: dict[str, Layer] = {
     "service": layer("core errors records ports codec crypto tokens results service maintenance"),
     "maintenance": layer("core errors records ports codec crypto tokens results service"),
     "bootstrap": layer("service store crypto config core errors ports locations"),
-    "config": layer("core errors crypto locations", "pydantic pydantic_settings"),
+    "config": layer("core errors crypto locations", "pydantic pydantic_settings dotenv"),
     "observability": layer("core errors", "prometheus_client"),
     "worker": layer("service core errors"),
     "client": layer("client core errors results _version", "httpx anyio"),
@@ -69,7 +69,7 @@ LAYERS: dict[str, Layer] = {
     ),
     "http": layer(
         f"http service bootstrap config observability worker {SHARED}",
-        "fastapi starlette uvicorn pydantic httpx",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx",
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",
