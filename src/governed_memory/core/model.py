@@ -88,7 +88,7 @@ class ItemState:
 
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
-    """A memory as SPEC §3 shows it to callers: plaintext content, ``None`` once deleted."""
+    """A memory as callers see it: plaintext content, ``None`` once deleted."""
 
     id: str
     tenant_id: str
