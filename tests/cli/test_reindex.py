@@ -95,28 +95,6 @@ def test_per_tenant_languages_are_read_and_checked() -> None:
     assert load_settings().tenant_languages() == {}
 
 
-@pytest.mark.parametrize(
-    ("variable", "value"),
-    [
-        ("GMEM_SEARCH_LANGUAGE", "klingon"),
-        ("GMEM_SEARCH_LANGUAGES", "acme=german"),
-        ("GMEM_SEARCH_LANGUAGES", "acme:klingon"),
-        ("GMEM_SEARCH_LANGUAGES", "Not A Tenant:german"),
-        ("GMEM_SEARCH_LANGUAGES", "acme:german,acme:french"),
-        ("GMEM_SEMANTIC", "maybe"),
-    ],
-)
-def test_an_invalid_search_setting_is_one_line_naming_it(
-    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
-) -> None:
-    """Each invalid search setting stops loading with one line that names the variable."""
-    monkeypatch.setenv(variable, value)
-    with pytest.raises(ConfigError) as raised:
-        load_settings()
-    assert raised.value.detail.startswith(f"{variable}:")
-    assert "\n" not in raised.value.detail
-
-
 def test_semantic_recall_without_the_extra_stops_start_up_in_one_line(
     gmem: Gmem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,7 +39,7 @@ from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import postgres_dsn
+from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
 from tests.support.embedder import FakeEmbedder
@@ -374,11 +374,12 @@ class Vectors:
 @pytest.fixture(params=["sqlite", "postgres"])
 def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Vectors]:
     """Semantic recall on (the fake embedder) over SQLite in a temp dir, or PostgreSQL."""
-    search = SearchSettings(embedder=FakeEmbedder())
-    keyring = Keyring(secrets.token_bytes(32))
-    if request.param == "sqlite":
-        path = tmp_path / "gmem.sqlite3"
-        store = SQLiteStore(path, synchronous="NORMAL")
+    from governed_memory.store.postgres import PostgresStore
+
+    stores = make_store(request.param, tmp_path)
+    store = next(stores)
+    if isinstance(store, SQLiteStore):
+        path = store.path
 
         def rows() -> int:
             with sqlite3.connect(path) as conn:
@@ -387,30 +388,27 @@ def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Vectors]
         def files() -> list[Path]:
             return [p for p in tmp_path.iterdir() if p.is_file()]
 
-        yield Vectors(MemoryService(store, keyring, clock=FakeClock(), search=search), rows, files)
-        store.close()
-        return
-    dsn = postgres_dsn()
-    assert dsn is not None
-    from governed_memory.store.postgres import PostgresStore
+    else:
+        assert isinstance(store, PostgresStore) and store.schema is not None
+        dsn, table = postgres_dsn(), sql.Identifier(store.schema, "search_vectors")
 
-    schema = "gmem_test_" + uuid.uuid4().hex[:12]
-    pg = PostgresStore(dsn, schema=schema)
+        def rows() -> int:
+            with psycopg.connect(dsn) as conn:
+                found = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+                assert found is not None
+                return int(found[0])
 
-    def pg_rows() -> int:
-        with psycopg.connect(dsn) as conn:
-            query = sql.SQL("SELECT count(*) FROM {}").format(
-                sql.Identifier(schema, "search_vectors")
-            )
-            row = conn.execute(query).fetchone()
-            assert row is not None
-            return int(row[0])
+        def files() -> list[Path]:
+            return []  # the server's files are not ours to read
 
+    search = SearchSettings(embedder=FakeEmbedder())
+    service = MemoryService(
+        store, Keyring(secrets.token_bytes(32)), clock=FakeClock(), search=search
+    )
     try:
-        yield Vectors(MemoryService(pg, keyring, clock=FakeClock(), search=search), pg_rows, list)
+        yield Vectors(service, rows, files)
     finally:
-        pg.drop_schema()
-        pg.close()
+        next(stores, None)
 
 
 def test_forgotten_vectors_are_gone_and_unreadable(vectors: Vectors) -> None:

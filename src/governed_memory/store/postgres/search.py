@@ -24,7 +24,6 @@ from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
-    SealedVector,
     SearchMatches,
     SearchRequest,
     serves_index,
@@ -77,38 +76,6 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     return SearchMatches(statistics, candidates, complete)
 
 
-def scope_vectors(database: PostgresDatabase, request: SearchRequest) -> list[SealedVector]:
-    """The sealed vectors of the scope's items that pass every hard filter."""
-    params: dict[str, Any] = {
-        "tenant": request.tenant_id,
-        "agent": request.agent_id,
-        "purpose": request.purpose,
-        "now": to_micros(request.now),
-    }
-    filters = ""
-    if request.subject_id is not None:
-        filters += " AND m.subject_id = %(subject)s"
-        params["subject"] = request.subject_id
-    if request.kinds is not None:
-        filters += " AND m.kind = ANY (%(kinds)s::text[])"
-        params["kinds"] = sorted(kind.value for kind in request.kinds)
-    return [
-        SealedVector(
-            request.tenant_id,
-            memory_id,
-            subject_id,
-            version,
-            bytes(blob),
-            confidence,
-            from_micros(updated_at),
-            tokens,
-        )
-        for memory_id, subject_id, version, blob, confidence, updated_at, tokens in database.query(
-            sql.SCOPE_VECTORS.format(filters=filters), params
-        )
-    ]
-
-
 def candidate_query(
     scope: int, request: SearchRequest, statistics: ScopeStatistics
 ) -> tuple[str, dict[str, Any]]:
@@ -144,4 +111,4 @@ def candidate_query(
     return sql.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds), params
 
 
-__all__ = ["candidate_query", "scope_vectors", "search"]
+__all__ = ["candidate_query", "search"]

@@ -159,13 +159,14 @@ SUBJECT_CANDIDATES = (
     f"{_PRUNED} AS pruned FROM kept"
 )
 
-# The sealed vectors of a scope's items under every hard filter ({filters}: subject, kinds).
+# The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
+# the subject and kinds filters).
 SCOPE_VECTORS = (
     "SELECT m.id, m.subject_id, m.content_version, v.vector, m.confidence, m.updated_at, "
     "m.tokens FROM search_vectors AS v JOIN memories AS m ON m.rowid = v.item "
-    "WHERE v.scope = (SELECT id FROM scopes WHERE tenant_id = %(tenant)s "
-    "AND agent_id = %(agent)s AND purpose = %(purpose)s) "
-    f"AND {_ITEM_FILTERS}{{filters}}"
+    "WHERE v.scope = (SELECT id FROM scopes WHERE tenant_id = %s AND agent_id = %s "
+    "AND purpose = %s) AND m.tenant_id = %s AND m.agent_id = %s AND m.purpose = %s "
+    "AND m.status = 'active' AND m.expires_at > %s"
 )
 
 # -- writes ---------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     ItemChange,
-    SealedVector,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -90,9 +89,6 @@ class PostgresStore(SQLReads):
 
     def search(self, request: SearchRequest) -> SearchMatches:
         return search.search(self.database, request)
-
-    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
-        return search.scope_vectors(self.database, request)
 
     def explain(self, query: str, params: Sequence[Any] | Mapping[str, Any]) -> list[str]:
         """The plan PostgreSQL chooses (used by the tests that assert index access)."""

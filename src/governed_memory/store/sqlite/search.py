@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from governed_memory.core.retrieval import ScopeStatistics
-from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
-    SealedVector,
     SearchMatches,
     SearchRequest,
     serves_index,
@@ -60,34 +57,6 @@ class SQLiteSearch:
             return search.small(ScopeStatistics(int(documents), int(total_length), frequency), few)
         frequency = {term: self._frequency(scope, generation, term) for term in request.terms}
         return search.large(ScopeStatistics(int(documents), int(total_length), frequency))
-
-    def vectors(self, request: SearchRequest) -> list[SealedVector]:
-        """The sealed vectors of the scope's items that pass every hard filter."""
-        scope = (request.tenant_id, request.agent_id, request.purpose)
-        statement = sql.SCOPE_VECTORS
-        params: list[Any] = [*scope, *scope, to_micros(request.now)]
-        if request.subject_id is not None:
-            statement += " AND m.subject_id = ?"
-            params.append(request.subject_id)
-        if request.kinds:
-            kinds = sorted(kind.value for kind in request.kinds)
-            statement += f" AND m.kind IN ({sql.marks(len(kinds))})"
-            params += kinds
-        return [
-            SealedVector(
-                request.tenant_id,
-                memory_id,
-                subject_id,
-                version,
-                bytes(blob),
-                confidence,
-                from_micros(updated_at),
-                tokens,
-            )
-            for memory_id, subject_id, version, blob, confidence, updated_at, tokens in (
-                self._db.query(statement, params)
-            )
-        ]
 
     def _known_large(self, scope: int, generation: int, terms: Sequence[int]) -> bool:
         """Whether the cached frequencies, still current, already say the scope is large."""

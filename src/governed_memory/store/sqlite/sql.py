@@ -170,7 +170,8 @@ TOP_POSTINGS = (
     f" + {_STATIC} AS value"
     " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
 )
-# The sealed vectors of a scope's items under every hard filter (more may be appended).
+# The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
+# the subject and kinds filters).
 SCOPE_VECTORS = (
     "SELECT m.id, m.subject_id, m.content_version, v.vector, m.confidence, m.updated_at, "
     "m.tokens FROM search_vectors AS v JOIN memories AS m ON m.rowid = v.item "

@@ -26,7 +26,6 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     ItemChange,
-    SealedVector,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -107,9 +106,6 @@ class SQLiteStore(SQLReads):
 
     def search(self, request: SearchRequest) -> SearchMatches:
         return self._search.search(request)
-
-    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
-        return self._search.vectors(request)
 
     def explain(self, statement: str, params: Sequence[Any]) -> list[str]:
         """The query plan SQLite chooses (used by the tests that assert scoped access)."""
