@@ -80,15 +80,17 @@ def _recall(systems: dict[str, Any], name: str) -> float | None:
 
 
 def _bars(systems: dict[str, Any]) -> list[str]:
-    """SPEC §12's bars, read off this run (the 0.65 bar is set on held-out conversations)."""
+    """The retrieval-quality bars, read off this run (0.65 is set on held-out conversations)."""
     product, stemmed = _recall(systems, "product"), _recall(systems, "BM25 + stemming")
     semantic = _recall(systems, "product + semantic")
-    lines = ["", "Bars (SPEC §12), recall@10 on categories 1–4 in this run:", ""]
+    lines = ["", "The bars, recall@10 on categories 1–4 in this run:", ""]
     if product is not None and stemmed is not None:
-        verdict = "met" if product >= 0.65 and product > stemmed else "**not met**"
+        above = "above" if product > stemmed else "**not above**"
+        level = "≥ 0.65" if product >= 0.65 else "**below 0.65**"
         lines.append(
-            f"- default settings ≥ 0.65 and above BM25 with stemming: {product:.3f} vs "
-            f"{stemmed:.3f} ({product - stemmed:+.3f}): {verdict}"
+            f"- default settings: {product:.3f}, {above} BM25 with stemming ({stemmed:.3f}, "
+            f"{product - stemmed:+.3f}), {level} (that bar is set on the held-out "
+            "conversations; a development run only shows where it stands)"
         )
     if product is not None and semantic is not None:
         verdict = "met" if semantic >= product + 0.02 else "**not met**"
