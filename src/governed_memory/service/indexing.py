@@ -106,13 +106,10 @@ class Indexer:
         self.settings = settings
         self.signature = settings.signature
 
-    @property
-    def semantic(self) -> bool:
-        return self.settings.embedder is not None
-
     def entry(self, tenant: str, content: str, key: SubjectKey | None) -> Indexing:
         """What makes the index entry of an item with ``content`` once it is searchable
-        (``key``: the subject key that seals its content, and its vector)."""
+        (``key``: the subject key that seals its content, and its vector; ``None``: looked
+        up if a vector is to be sealed)."""
         return lambda item: self.docs(tenant, [(content, key, item)])[0]
 
     def signature_of(self, rows: Sequence[ItemChange]) -> str | None:
@@ -123,7 +120,8 @@ class Indexer:
         self, tenant: str, items: Sequence[tuple[str, SubjectKey | None, ItemState]]
     ) -> list[IndexDoc]:
         """The index entries of searchable items of a tenant, given (content, the subject key
-        that sealed it, the item) each; their vectors are embedded together."""
+        that sealed it or ``None`` to look it up, the item) each; their vectors are embedded
+        together."""
         analyzer = self.settings.analyzer_for(tenant)
         entries = [self._vault.index_doc(tenant, analyzer, content) for content, *_ in items]
         embedder = self.settings.embedder
@@ -133,6 +131,7 @@ class Indexer:
             chunk = items[start : start + EMBED_BATCH]
             vectors = embedder.embed([content for content, *_ in chunk])
             for offset, ((_, key, item), vector) in enumerate(zip(chunk, vectors, strict=True)):
+                key = key or self._vault.subject_key(tenant, item.subject_id)
                 if key is None:
                     raise CryptoError(f"memory {item.id!r}: no subject key to seal its vector")
                 sealed = self._vault.seal_vector(

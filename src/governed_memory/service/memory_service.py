@@ -230,9 +230,8 @@ class MemoryService:
         else:
             events, known = self._decide_reject(ctx, command, current), {command.memory_id: current}
         indexes = {}
-        if plaintext is not None:
-            key = self._vault.subject_key(tenant, current.subject_id) if current else None
-            indexes[command.memory_id] = self._indexer.entry(tenant, plaintext, key)
+        if plaintext is not None:  # its vector's key is looked up if semantic recall is on
+            indexes[command.memory_id] = self._indexer.entry(tenant, plaintext, None)
         rows = changes(events, known, indexes)
         item = rows[0].item
         record = record_of(keyed, digest, {"memory_id": item.id, "version": item.version})
