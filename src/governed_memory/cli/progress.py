@@ -2,8 +2,8 @@
 
 The service reports progress through a callback (:data:`governed_memory.service.reindex.
 OnProgress`); this module is the only place that draws it. The bar is shown only when
-stderr is a terminal: a command piped into a file or run by a script prints its result
-line and nothing else.
+both stdout and stderr are terminals: a command piped into a file or run by a script
+prints its result line and nothing else.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ class _Rate(ProgressColumn):
 
 
 @contextmanager
-def rebuild_progress(stream: TextIO | None = None) -> Iterator[OnProgress]:
-    """A callback that draws a rebuild's progress (tenants, items of total, rate, time)
-    while the block runs; it draws nothing unless ``stream`` (stderr) is a terminal."""
+def rebuild_progress(out: TextIO, stream: TextIO | None = None) -> Iterator[OnProgress]:
+    """A callback that draws a rebuild's progress (tenants, items of total, rate, time) on
+    ``stream`` (stderr) while the block runs; it draws nothing unless both ``stream`` and
+    ``out`` (where the command prints its result) are terminals."""
     console = Console(file=stream, stderr=stream is None)
     bar = Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -51,7 +52,7 @@ def rebuild_progress(stream: TextIO | None = None) -> Iterator[OnProgress]:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
-        disable=not console.is_terminal,
+        disable=not (console.is_terminal and out.isatty()),
         transient=False,
     )
     task = bar.add_task("reindex", total=None)
