@@ -42,7 +42,7 @@ SYSTEMS = (
         "analyzer + BM25 (prototype)",
         f"governed_memory.analysis.Analyzer('english') at index and query time, BM25 k1 "
         f"{PROTOTYPE_K1} b {PROTOTYPE_B} over the conversation's items, computed offline "
-        "(bench/quality/lexical.py): the ranking the product gives once it uses them",
+        "(bench/quality/lexical.py): the product's ranking, without the store around it",
         partial(prototype_rankings, analyzer=Analyzer(), k1=PROTOTYPE_K1, b=PROTOTYPE_B),
     ),
     System(
