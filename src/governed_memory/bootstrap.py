@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from governed_memory.core.policy import TtlPolicy
+from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
     Keyring,
@@ -28,6 +28,9 @@ from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
 
 if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for library callers
     from governed_memory.config import Settings
+
+#: The TTL and retention policies a service is opened with (``None``: the defaults).
+Policies = tuple[TtlPolicy | None, RetentionPolicy | None]
 
 
 def open_store(
@@ -68,6 +71,7 @@ def open_service(
     synchronous: Synchronous = "FULL",
     policy: TtlPolicy | None = None,
     clock: Clock | None = None,
+    retention: RetentionPolicy | None = None,
     **options: Any,
 ) -> MemoryService:
     """A ready service: store opened and migrated, keyring loaded; ``close()`` it after.
@@ -76,7 +80,13 @@ def open_service(
     subject keys with the same key, and a key file per instance would split them.
     """
     service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policy, clock, options=options
+        data_dir,
+        database_url,
+        master_key,
+        synchronous,
+        (policy, retention),
+        clock,
+        options=options,
     )
     return service
 
@@ -105,7 +115,7 @@ def open_from(settings: Settings) -> tuple[MemoryService, Store]:
         settings.database_url,
         settings.master_key_value(),
         settings.sqlite_synchronous,
-        settings.ttl_policy(),
+        (settings.ttl_policy(), settings.retention_policy()),
         None,
         options=settings.store_options(),
     )
@@ -116,7 +126,7 @@ def _open(
     database_url: str | None,
     master_key: str | None,
     synchronous: Synchronous,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
     *,
     options: dict[str, Any],
@@ -129,14 +139,14 @@ def _open(
     store = open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
-    return _service_over(store, data_dir, master_key, policy, clock), store
+    return _service_over(store, data_dir, master_key, policies, clock), store
 
 
 def _service_over(
     store: Store,
     data_dir: str | Path,
     master_key: str | None,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
 ) -> MemoryService:
     """The service over ``store`` with the matching keyring; the store is closed on failure."""
@@ -145,7 +155,8 @@ def _service_over(
     except BaseException:
         store.close()
         raise
-    return MemoryService(store, keyring, policy=policy, clock=clock)
+    policy, retention = policies
+    return MemoryService(store, keyring, policy=policy, retention=retention, clock=clock)
 
 
 def _matching_keyring(store: Store, data_dir: str | Path, master_key: str | None) -> Keyring:

@@ -16,8 +16,11 @@ from typing import Any
 
 from governed_memory.core.events import (
     EVENT_TYPES,
+    RETENTION,
     SCHEMA_VERSION,
     Event,
+    MemoryContentDestroyed,
+    MemoryErased,
     MemoryExpired,
     MemoryPromoted,
     MemoryRejected,
@@ -103,6 +106,8 @@ def payload_of(event: Event) -> dict[str, Any]:
         return {"superseded_by": event.superseded_by}
     if isinstance(event, SubjectForgotten):
         return {"subject_id": event.subject_id}
+    if isinstance(event, MemoryContentDestroyed):
+        return {"cause": event.cause}
     return {}
 
 
@@ -153,8 +158,14 @@ def event_from_row(row: EventRow) -> Event:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
             return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
+        if cls is MemoryContentDestroyed:
+            if payload["cause"] != RETENTION:
+                raise CodecError(f"unknown cause of {row.type}")
+            return MemoryContentDestroyed(cause=RETENTION, **common)
         if cls is MemoryPromoted:
             return MemoryPromoted(**common)
+        if cls is MemoryErased:
+            return MemoryErased(**common)
         return MemoryExpired(**common)
     except CodecError:
         raise

@@ -183,8 +183,11 @@ def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:
     write_items(tmp_path, count=2, clock=past)
     run = gmem("expire", "--data-dir", str(tmp_path))
     assert run.status == 0
-    assert run.out.strip() == "expired 2 item(s)"
-    assert gmem("expire", "--data-dir", str(tmp_path)).out.strip() == "expired 0 item(s)"
+    assert run.out.splitlines() == [
+        "expired 2 item(s)",
+        "destroyed the content of 0 item(s) past retention",
+    ]
+    assert gmem("expire", "--data-dir", str(tmp_path)).out.splitlines()[0] == "expired 0 item(s)"
 
 
 def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:

@@ -47,6 +47,20 @@ def require_forget(principal: Principal) -> None:
     require_scope(principal, Scope.SUBJECT_FORGET)
 
 
+def require_erase(principal: Principal) -> None:
+    """Erasing one item needs the forget scope, as erasing a subject does; which item (and
+    never one its own principal wrote) is the decision's to check."""
+    require_scope(principal, Scope.SUBJECT_FORGET)
+
+
+def require_browse(principal: Principal, agent_id: str | None) -> None:
+    """Browsing needs the read scope, and the agent it names if it names one (a key bound
+    to some agents sees only theirs either way)."""
+    require_scope(principal, Scope.MEMORY_READ)
+    if agent_id is not None:
+        require_agent(principal, agent_id)
+
+
 def require_search(principal: Principal, query: SearchQuery) -> None:
     """A search needs the read scope and the agent whose memories it searches."""
     require_scope(principal, Scope.MEMORY_READ)

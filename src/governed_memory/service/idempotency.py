@@ -12,7 +12,8 @@ changed (a ``Conflict``), and answers with its twin's result instead of an error
 
 A replay is authorized like the request it repeats (the service checks before it asks)
 and shows no more than a read would: the item as of the recorded version, if the caller
-may see it, and without content once its subject is forgotten.
+may see it, and without content once that content is destroyed (the subject forgotten,
+the item erased or past its retention window).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from typing import Any, Generic, TypeVar
 from governed_memory.core import values
 from governed_memory.core.access import require_visible
 from governed_memory.core.commands import WriteMemory
-from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.projection import versions_of
 from governed_memory.core.values import Status
 from governed_memory.errors import Conflict, IdempotencyKeyReused, IdempotencyKeyTaken, NotFound
 from governed_memory.ports import Store
 from governed_memory.records import IdempotencyRecord
-from governed_memory.results import ForgetResult, WriteResult
+from governed_memory.results import EraseResult, ForgetResult, WriteResult
 from governed_memory.service.vault import Vault
 
 R = TypeVar("R")
@@ -114,12 +115,16 @@ class Idempotency:
         tenant = principal.tenant_id
 
         def same_request(record: IdempotencyRecord) -> bool:
-            # The hash under the subject's key of now: a twin may have minted it meanwhile.
-            subject_key = self._vault.subject_key(tenant, command.subject_id)
-            content_hash = self._vault.content_hash(subject_key, command.content)
-            digest = fingerprint(command.fingerprint(content_hash))
+            # The hash under the key of the recorded item (its own key, which every version
+            # shares, or an old item's subject key), looked up now: the first request or a
+            # twin made it.
             memory_id = record.result["memory_id"]
-            return record.fingerprint == digest or self._forgotten_since(tenant, memory_id, command)
+            current = self._store.get(tenant, memory_id)
+            key = None if current is None else self._vault.content_key(current)
+            digest = fingerprint(
+                command.fingerprint(self._vault.content_hash(key, command.content))
+            )
+            return record.fingerprint == digest or _destroyed_since(current, memory_id, command)
 
         def answer(record: IdempotencyRecord) -> WriteResult:
             item = self.item_at(principal, record.result["memory_id"], record.result["version"])
@@ -141,6 +146,22 @@ class Idempotency:
                 principal, record.result["memory_id"], record.result["version"]
             ),
         )
+
+    def for_erase(
+        self, principal: Principal, key: str | None, digest: str
+    ) -> Keyed[EraseResult] | None:
+        """A keyed erase, answered with the item and the position of the erase (of the
+        event that had deleted it already, if the first request found it deleted)."""
+        if key is None:
+            return None
+
+        def answer(record: IdempotencyRecord) -> EraseResult:
+            position = record.position
+            return EraseResult(
+                record.result["id"], record.result["position"] if position is None else position
+            )
+
+        return Keyed(principal.tenant_id, key, lambda record: record.fingerprint == digest, answer)
 
     def for_forget(self, tenant: str, key: str | None, digest: str) -> Keyed[ForgetResult] | None:
         """A keyed forget, answered with what the first one affected and where it landed."""
@@ -167,18 +188,23 @@ class Idempotency:
         states = [state for _, state in versions_of(memory_id, log) if state.version <= version]
         if not states:
             raise NotFound(f"memory {memory_id!r} not found")
-        content = None if current.status is Status.DELETED else self._vault.decrypt(states[-1])
+        content = None if _destroyed(current) else self._vault.decrypt(states[-1])
         return MemoryItem.from_state(states[-1], content)
 
-    def _forgotten_since(self, tenant: str, memory_id: str, command: WriteMemory) -> bool:
-        """Whether the keyed write's item has been forgotten since, so its content hash
-        died with the subject's key and a retry can no longer be compared by content. The
-        retry (of the same item and subject) then gets the first answer, without content;
-        nothing is written either way."""
-        current = self._store.get(tenant, memory_id)
-        return (
-            current is not None
-            and current.status is Status.DELETED
-            and current.subject_id == command.subject_id
-            and command.memory_id in (None, memory_id)
-        )
+
+def _destroyed(item: ItemState) -> bool:
+    """Whether the item's content is gone: deleted, or past its retention window."""
+    return item.status is Status.DELETED or item.content is None
+
+
+def _destroyed_since(current: ItemState | None, memory_id: str, command: WriteMemory) -> bool:
+    """Whether the keyed write's item has lost its content since (its subject forgotten, the
+    item erased or past its retention window), so its content hash died with the key and a
+    retry can no longer be compared by content. The retry (of the same item and subject)
+    then gets the first answer, without content; nothing is written either way."""
+    return (
+        current is not None
+        and _destroyed(current)
+        and current.subject_id == command.subject_id
+        and command.memory_id in (None, memory_id)
+    )

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
 from governed_memory.core.events import StoredEvent, SubjectForgotten
-from governed_memory.core.model import LIVE_STATUSES, ItemState
+from governed_memory.core.model import LIVE_STATUSES, ItemState, effective_status
+from governed_memory.core.policy import RetentionKey
 from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
@@ -27,9 +28,12 @@ from governed_memory.errors import (
 from governed_memory.records import (
     ApiKey,
     Batch,
+    BrowseRequest,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
+    ItemKey,
+    RetentionCursor,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -48,6 +52,7 @@ class MemoryStore:
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
         self._keys: dict[tuple[str, str], SubjectKey] = {}
+        self._item_keys: dict[tuple[str, str], ItemKey] = {}
         self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self._api_keys: dict[str, ApiKey] = {}
         self._meta: dict[str, str] = {}
@@ -75,8 +80,7 @@ class MemoryStore:
                     record.result,
                     position,
                 )
-            if batch.destroy_key is not None:
-                self._keys.pop((batch.tenant_id, batch.destroy_key), None)
+            self._change_item_keys(batch)
             return stored
 
     def _check(self, batch: Batch) -> None:
@@ -104,6 +108,19 @@ class MemoryStore:
                     and item.id not in deleting
                 ):
                     raise SubjectChanged(f"subject of tenant {batch.tenant_id!r} changed")
+
+    def _change_item_keys(self, batch: Batch) -> None:
+        tenant = batch.tenant_id
+        if batch.new_item_key is not None:
+            key = batch.new_item_key
+            self._item_keys[(key.tenant_id, key.memory_id)] = key
+        if batch.destroy_item_key is not None:
+            self._item_keys.pop((tenant, batch.destroy_item_key), None)
+        if batch.destroy_key is not None:
+            self._keys.pop((tenant, batch.destroy_key), None)
+            for found in [k for k, v in self._item_keys.items() if k[0] == tenant]:
+                if self._item_keys[found].subject_id == batch.destroy_key:
+                    del self._item_keys[found]
 
     def _reindex(self, item: ItemState, index: IndexDoc | None) -> None:
         old = self._docs.pop(item.key, None)
@@ -185,6 +202,21 @@ class MemoryStore:
             due.sort(key=lambda item: (item.expires_at, item.tenant_id, item.id))
             return due[:limit]
 
+    def due_for_retention(
+        self, cutoffs: Mapping[RetentionKey, datetime], limit: int, after: RetentionCursor | None
+    ) -> list[ItemState]:
+        with self._lock:
+            due = [
+                item
+                for item in self._items.values()
+                if item.content is not None
+                and (item.kind, item.status) in cutoffs
+                and item.updated_at <= cutoffs[(item.kind, item.status)]
+                and (after is None or _retention_cursor(item) > after)
+            ]
+            due.sort(key=_retention_cursor)
+            return due[:limit]
+
     def quarantine(
         self,
         tenant_id: str,
@@ -193,6 +225,7 @@ class MemoryStore:
         purpose: str | None,
         limit: int,
         after: tuple[int, str] | None,
+        now: datetime | None = None,
     ) -> list[ItemState]:
         with self._lock:
             rows = [
@@ -200,6 +233,7 @@ class MemoryStore:
                 for item in self._items.values()
                 if item.tenant_id == tenant_id
                 and item.status is Status.QUARANTINED
+                and (now is None or item.expires_at > now)
                 and (agents is None or item.agent_id in agents)
                 and (agent_id is None or item.agent_id == agent_id)
                 and (purpose is None or item.purpose == purpose)
@@ -207,6 +241,16 @@ class MemoryStore:
             ]
             rows.sort(key=lambda item: (to_micros(item.updated_at), item.id))
             return rows[:limit]
+
+    def browse(self, request: BrowseRequest) -> list[ItemState]:
+        with self._lock:
+            rows = [
+                item
+                for item in self._items.values()
+                if item.tenant_id == request.tenant_id and _browsed(item, request)
+            ]
+            rows.sort(key=lambda item: (to_micros(item.updated_at), item.id))
+            return rows[: request.limit]
 
     def search(self, request: SearchRequest) -> SearchMatches:
         with self._lock:
@@ -298,6 +342,27 @@ class MemoryStore:
         with self._lock:
             return iter(list(self._keys.values())[:limit])
 
+    def item_key(self, tenant_id: str, memory_id: str) -> ItemKey | None:
+        with self._lock:
+            return self._item_keys.get((tenant_id, memory_id))
+
+    def item_keys_for(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemKey]:
+        with self._lock:
+            found = ((i, self._item_keys.get((tenant_id, i))) for i in set(memory_ids))
+            return {i: key for i, key in found if key is not None}
+
+    def item_keys(self, limit: int | None = None) -> Iterator[ItemKey]:
+        with self._lock:
+            return iter([self._item_keys[k] for k in sorted(self._item_keys)][:limit])
+
+    def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
+        with self._lock:
+            for key in keys:
+                if (key.tenant_id, key.memory_id) in self._item_keys:
+                    raise ValueError("an item key is stored already")
+            for key in keys:
+                self._item_keys[(key.tenant_id, key.memory_id)] = key
+
     def add_api_key(self, key: ApiKey) -> None:
         with self._lock:
             if key.key_id in self._api_keys:
@@ -346,3 +411,20 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
+
+
+def _retention_cursor(item: ItemState) -> RetentionCursor:
+    return (to_micros(item.updated_at), item.tenant_id, item.id)
+
+
+def _browsed(item: ItemState, request: BrowseRequest) -> bool:
+    """Whether ``item`` of the request's tenant passes every filter of a browse."""
+    return (
+        (request.agents is None or item.agent_id in request.agents)
+        and request.agent_id in (None, item.agent_id)
+        and request.purpose in (None, item.purpose)
+        and request.subject_id in (None, item.subject_id)
+        and request.kind in (None, item.kind)
+        and request.status in (None, effective_status(item, request.now))
+        and (request.after is None or (to_micros(item.updated_at), item.id) > request.after)
+    )
