@@ -139,7 +139,9 @@ def test_openapi_describes_every_endpoint_with_examples(api: Api) -> None:
     expected = {
         ("put", "/v1/memories/{id}"),
         ("post", "/v1/memories"),
+        ("get", "/v1/memories"),
         ("get", "/v1/memories/{id}"),
+        ("delete", "/v1/memories/{id}"),
         ("get", "/v1/memories/{id}/history"),
         ("post", "/v1/memories/{id}/promote"),
         ("post", "/v1/memories/{id}/reject"),
