@@ -83,6 +83,7 @@ def opened_service(args: argparse.Namespace) -> closing[MemoryService]:
 
 
 __all__ = [
+    "RETENTION_FIELDS",
     "SERVE_FIELDS",
     "SERVICE_FIELDS",
     "STORE_FIELDS",

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from governed_memory.cli import commands
-from governed_memory.cli.options import SERVE_FIELDS, SERVICE_FIELDS, STORE_FIELDS, add_settings
+from governed_memory.cli.options import (
+    RETENTION_FIELDS,
+    SERVE_FIELDS,
+    SERVICE_FIELDS,
+    STORE_FIELDS,
+    add_settings,
+)
 from governed_memory.mcp_server import add_command as add_mcp_command
 
 Run = Callable[[argparse.Namespace, TextIO], int]
@@ -104,7 +110,13 @@ COMMANDS = (
             option("--verify", action="store_true", help="only compare; exit 1 on any difference"),
         ),
     ),
-    Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
+    Command(
+        "expire",
+        commands.expire,
+        "Expire every item whose TTL has run out, then destroy the content of every item "
+        "past its retention window, now.",
+        (*STORE_FIELDS, *RETENTION_FIELDS),
+    ),
     Command(
         "export",
         commands.export,
