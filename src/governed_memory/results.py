@@ -190,8 +190,8 @@ class AuditEvent:
         )
 
     def to_history_dict(self) -> dict[str, Any]:
-        """The shorter form of a memory's history (SPEC §8): the memory is the one asked
-        about, and the entry names no event id; a rejection also gives its reason."""
+        """The shorter form of a memory's history (the HTTP API's): the memory is the one
+        asked about, and the entry names no event id; a rejection also gives its reason."""
         entry: dict[str, Any] = {
             "position": self.position,
             "type": self.type,

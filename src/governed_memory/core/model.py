@@ -99,7 +99,7 @@ def effective_status(item: ItemState, now: datetime) -> Status:
 
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
-    """A memory as SPEC §3 shows it to callers: plaintext content, ``None`` once deleted."""
+    """A memory as callers see it: plaintext content, ``None`` once deleted."""
 
     id: str
     tenant_id: str
