@@ -18,9 +18,8 @@ from governed_memory.errors import (
     PermissionDenied,
     SelfPromotion,
 )
-from governed_memory.records import Batch
 from governed_memory.service import MemoryService
-from tests.support.fakes import FakeClock, body, principal, query, reviewer
+from tests.support.fakes import FakeClock, before_next_commit, body, principal, query, reviewer
 from tests.support.legacy import write_legacy
 
 WRITER = principal()
@@ -220,17 +219,8 @@ def test_an_erase_that_loses_a_race_to_a_rewrite_erases_the_rewrite(
     refused by the version guard, looks again, and erases the new version too."""
     service.write(WRITER, body(id="a"))
     store = service.store
-    commit = store.commit
-    raced: list[bool] = []
-
-    def rewrite_first(batch: Batch) -> list[StoredEvent]:
-        if not raced:
-            raced.append(True)
-            store.commit = commit  # type: ignore[method-assign]
-            service.write(WRITER, body(id="a", content="Rewritten meanwhile.", expected_version=1))
-        return commit(batch)
-
-    store.commit = rewrite_first  # type: ignore[method-assign]
+    rewrite = body(id="a", content="Rewritten meanwhile.", expected_version=1)
+    raced = before_next_commit(store, lambda: service.write(WRITER, rewrite))
     result = service.erase(DPO, "a")
     assert raced
     item = service.get(DPO, "a")

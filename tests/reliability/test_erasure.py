@@ -170,7 +170,7 @@ def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -
         sealed = [
             (stored.event.memory_id, stored.event.version, blob, purpose)
             for stored in store.events_after("acme", 0, 1000)
-            for blob, purpose in _sealed(stored.event)
+            for blob, purpose in sealed_blobs(stored.event)
             if stored.event.memory_id in {"m1", "m2", "m3"}
         ]
     finally:
@@ -182,7 +182,8 @@ def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -
                 keyring.open(dataclasses.replace(key, memory_id=memory_id), version, blob, purpose)
 
 
-def _sealed(event: object) -> list[tuple[bytes, str]]:
+def sealed_blobs(event: object) -> list[tuple[bytes, str]]:
+    """The sealed blobs an event carries, each with its purpose (content, reason)."""
     if isinstance(event, MemoryWritten):
         return [(event.content, "content")]
     if isinstance(event, MemoryRejected) and event.reason is not None:

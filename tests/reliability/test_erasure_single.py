@@ -31,7 +31,6 @@ import pytest
 from psycopg import sql
 
 from governed_memory.bootstrap import open_service
-from governed_memory.core.events import MemoryRejected, MemoryWritten
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Status
 from governed_memory.crypto import Keyring, SealingKey, load_or_create_key_file
@@ -41,7 +40,7 @@ from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
-from tests.reliability.test_erasure import encodings
+from tests.reliability.test_erasure import encodings, sealed_blobs
 from tests.support.fakes import FakeClock, body, principal, reviewer, write_body
 from tests.support.fakes import query as query_body
 
@@ -180,7 +179,7 @@ def test_no_key_left_opens_a_destroyed_memory(destroyed: Destroyed) -> None:
         sealed = [
             (stored.event.memory_id, stored.event.version, blob, purpose)
             for stored in store.events_after("acme", 0, 1000)
-            for blob, purpose in _sealed(stored.event)
+            for blob, purpose in sealed_blobs(stored.event)
             if stored.event.memory_id in GONE
         ]
     finally:
@@ -191,14 +190,6 @@ def test_no_key_left_opens_a_destroyed_memory(destroyed: Destroyed) -> None:
         for key in candidates:
             with pytest.raises(CryptoError):
                 keyring.open(dataclasses.replace(key, memory_id=memory_id), version, blob, purpose)
-
-
-def _sealed(event: object) -> list[tuple[bytes, str]]:
-    if isinstance(event, MemoryWritten):
-        return [(event.content, "content")]
-    if isinstance(event, MemoryRejected) and event.reason is not None:
-        return [(event.reason, "reason")]
-    return []
 
 
 def test_the_export_and_the_log_hold_no_canary_and_no_destroyed_key(
@@ -325,7 +316,7 @@ def test_erase_and_retention_leave_no_key_and_no_content_on_either_backend(
     sealed = [
         (s.event.memory_id, s.event.version, blob, purpose)
         for s in service.store.events_after("acme", 0, 100)
-        for blob, purpose in _sealed(s.event)
+        for blob, purpose in sealed_blobs(s.event)
         if s.event.memory_id in gone
     ]
     assert len(sealed) == 4

@@ -20,50 +20,34 @@ subject instead).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from governed_memory.core import access, lifecycle, values
 from governed_memory.core.commands import EraseMemory, ForgetSubject
 from governed_memory.core.events import MemoryWritten, StoredEvent, SubjectForgotten
-from governed_memory.core.lifecycle import Context
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.projection import apply_forget, versions_of
 from governed_memory.core.values import Status
 from governed_memory.crypto import Keyring
 from governed_memory.errors import SubjectChanged, VersionConflict
-from governed_memory.ports import Store
 from governed_memory.records import Batch, ItemChange
 from governed_memory.results import EraseResult, ForgetResult
-from governed_memory.service._support import Commit, changes, retried
+from governed_memory.service._support import Parts, changes, retried
 from governed_memory.service.idempotency import (
-    Idempotency,
     Keyed,
     fingerprint,
     parse_key,
     record_of,
 )
-from governed_memory.service.vault import Vault
-
-ContextOf = Callable[[Principal, "Keyed[Any] | None"], Context]
 
 
 class Erasure:
     """Forgets subjects and erases single items over one store."""
 
-    def __init__(
-        self,
-        store: Store,
-        vault: Vault,
-        idempotency: Idempotency,
-        commit: Commit,
-        context: ContextOf,
-    ) -> None:
-        self._store = store
-        self._vault = vault
-        self._idempotency = idempotency
-        self._commit = commit
-        self._context = context
+    def __init__(self, parts: Parts) -> None:
+        self._store = parts.store
+        self._vault = parts.vault
+        self._idempotency = parts.idempotency
+        self._commit = parts.commit
+        self._context = parts.context
 
     # -- forget a subject -----------------------------------------------------------------
 

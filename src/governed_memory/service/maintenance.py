@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from governed_memory.codec import CodecError, stored_from_json, stored_to_json
 from governed_memory.core import values
@@ -31,6 +32,7 @@ from governed_memory.records import ItemChange, ItemKey, SubjectKey
 from governed_memory.service.vault import KeyCache, Vault
 
 IMPORT_CHUNK = 5_000
+K = TypeVar("K", SubjectKey, ItemKey)
 REBUILD_ATTEMPTS = 20
 
 
@@ -105,22 +107,9 @@ class Maintenance:
         """
         with self._store.snapshot():
             for key in self._store.subject_keys():
-                yield {
-                    "record": "subject_key",
-                    "tenant_id": key.tenant_id,
-                    "subject_id": key.subject_id,
-                    "key_id": base64.b64encode(key.key_id).decode("ascii"),
-                    "wrapped": base64.b64encode(key.wrapped).decode("ascii"),
-                }
+                yield _key_record("subject_key", key)
             for item in self._store.item_keys():
-                yield {
-                    "record": "item_key",
-                    "tenant_id": item.tenant_id,
-                    "memory_id": item.memory_id,
-                    "subject_id": item.subject_id,
-                    "key_id": base64.b64encode(item.key_id).decode("ascii"),
-                    "wrapped": base64.b64encode(item.wrapped).decode("ascii"),
-                }
+                yield _key_record("item_key", item)
             after = 0
             while True:
                 page = self._store.events_after(None, after, IMPORT_CHUNK)
@@ -156,9 +145,9 @@ class Maintenance:
             record = data.pop("record")
             counts[record] += 1
             if record == "subject_key":
-                self._store.add_subject_key(_subject_key(data))
+                self._store.add_subject_key(_key_from(SubjectKey, data))
             elif record == "item_key":
-                item_keys.append(_item_key(data))
+                item_keys.append(_key_from(ItemKey, data))
             else:
                 events.append(stored_from_json(data))
             if item_keys and (events or len(item_keys) >= IMPORT_CHUNK):
@@ -208,12 +197,12 @@ class Maintenance:
         record = data.get("record")
         body = {k: v for k, v in data.items() if k != "record"}
         if record == "subject_key":
-            key = _subject_key(body)
+            key = _key_from(SubjectKey, body)
             self._vault.check_wrapped(key)  # the master key must match
             subjects[(key.tenant_id, key.subject_id)] = key
             return last
         if record == "item_key":
-            item = _item_key(body)
+            item = _key_from(ItemKey, body)
             subject = subjects.get((item.tenant_id, item.subject_id))
             if subject is None:
                 raise ValidationError("an item key without its subject's key")
@@ -227,26 +216,33 @@ class Maintenance:
         return position
 
 
-def _item_key(data: dict[str, Any]) -> ItemKey:
-    try:
-        return ItemKey(
-            values.tenant_id(data["tenant_id"]),
-            values.memory_id(data["memory_id"]),
-            values.subject_id(data["subject_id"]),
-            base64.b64decode(data["key_id"], validate=True),
-            base64.b64decode(data["wrapped"], validate=True),
-        )
-    except (KeyError, TypeError, binascii.Error) as error:
-        raise ValidationError(f"malformed item key record: {type(error).__name__}") from None
+#: How the text fields of a key record are checked when it is imported.
+_KEY_FIELDS: dict[str, Callable[[object], str]] = {
+    "tenant_id": values.tenant_id,
+    "subject_id": values.subject_id,
+    "memory_id": values.memory_id,
+}
 
 
-def _subject_key(data: dict[str, Any]) -> SubjectKey:
+def _key_record(record: str, key: SubjectKey | ItemKey) -> dict[str, Any]:
+    """A key as an export record: its ids as text, its bytes in base64."""
+    fields = dataclasses.asdict(key)
+    return {"record": record} | {
+        name: base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
+        for name, value in fields.items()
+    }
+
+
+def _key_from(cls: type[K], data: dict[str, Any]) -> K:
+    """The key an export record holds, every field checked; ``ValidationError`` if not."""
     try:
-        return SubjectKey(
-            values.tenant_id(data["tenant_id"]),
-            values.subject_id(data["subject_id"]),
-            base64.b64decode(data["key_id"], validate=True),
-            base64.b64decode(data["wrapped"], validate=True),
-        )
+        values_of: dict[str, Any] = {
+            f.name: _KEY_FIELDS[f.name](data[f.name])
+            if f.name in _KEY_FIELDS
+            else base64.b64decode(data[f.name], validate=True)
+            for f in dataclasses.fields(cls)
+        }
     except (KeyError, TypeError, binascii.Error) as error:
-        raise ValidationError(f"malformed subject key record: {type(error).__name__}") from None
+        name = cls.__name__.replace("Key", " key").lower()
+        raise ValidationError(f"malformed {name} record: {type(error).__name__}") from None
+    return cls(**values_of)

@@ -26,13 +26,13 @@ from governed_memory.core.commands import (
     WriteMemory,
     parse_search,
 )
-from governed_memory.core.events import Event, StoredEvent
+from governed_memory.core.events import StoredEvent
 from governed_memory.core.lifecycle import UNSEALED, Context
 from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
 from governed_memory.crypto import Keyring
-from governed_memory.errors import SubjectKeyGone, VersionConflict
+from governed_memory.errors import SubjectKeyGone
 from governed_memory.ports import Clock, Store, SystemClock
 from governed_memory.records import Batch, IndexDoc
 from governed_memory.results import (
@@ -44,7 +44,14 @@ from governed_memory.results import (
     SearchResult,
     WriteResult,
 )
-from governed_memory.service._support import Listener, announce, changes, new_id, retried
+from governed_memory.service._support import (
+    Listener,
+    Parts,
+    announce,
+    changes,
+    new_id,
+    retried,
+)
 from governed_memory.service.audit import Audit
 from governed_memory.service.erasure import Erasure
 from governed_memory.service.expiry import Expiry, Retention, RetentionReport
@@ -58,6 +65,7 @@ from governed_memory.service.idempotency import (
 from governed_memory.service.maintenance import Maintenance
 from governed_memory.service.reads import Reads
 from governed_memory.service.retrieval import Retrieval
+from governed_memory.service.review import Review
 from governed_memory.service.vault import KeyCache, Vault
 from governed_memory.tokens import Tokenizer, default_tokenizer
 
@@ -90,7 +98,9 @@ class MemoryService:
         self._reads = Reads(store, vault)
         self._retrieval = Retrieval(store, vault, self.tokenizer.name)
         self._audit = Audit(store, vault, self._reads)
-        self._erasure = Erasure(store, vault, self._idempotency, self._commit, self._context)
+        parts = Parts(store, vault, self._idempotency, self._commit, self._context)
+        self._review = Review(parts)
+        self._erasure = Erasure(parts)
         self._expiry = Expiry(store, self._commit, new_id, self.policy)
         self._retention = Retention(store, vault, self._commit, new_id, self.retention)
 
@@ -177,7 +187,7 @@ class MemoryService:
     ) -> MemoryItem:
         """A reviewer (never the writer) makes a quarantined item active and verified."""
         command = PromoteMemory(values.memory_id(memory_id), commands.version(expected_version))
-        return self._review(principal, command, idempotency_key)
+        return self._review.review(principal, command, idempotency_key)
 
     def reject(
         self,
@@ -194,74 +204,7 @@ class MemoryService:
         command = RejectMemory(
             values.memory_id(memory_id), commands.version(expected_version), reason
         )
-        return self._review(principal, command, idempotency_key)
-
-    def _review(
-        self,
-        principal: Principal,
-        command: PromoteMemory | RejectMemory,
-        idempotency_key: str | None,
-    ) -> MemoryItem:
-        key = parse_key(idempotency_key)
-        access.require_review(principal)
-        digest = fingerprint(command.fingerprint())
-        keyed = self._idempotency.for_review(principal, key, digest)
-        return self._idempotency.once(
-            keyed, lambda: self._review_once(principal, command, keyed, digest)
-        )
-
-    def _review_once(
-        self,
-        principal: Principal,
-        command: PromoteMemory | RejectMemory,
-        keyed: Keyed[MemoryItem] | None,
-        digest: str,
-    ) -> MemoryItem:
-        tenant = principal.tenant_id
-        current = self.store.get(tenant, command.memory_id)
-        ctx = self._context(principal, keyed)
-        plaintext: str | None = None
-        if isinstance(command, PromoteMemory):
-            events, known, plaintext = self._decide_promote(ctx, command, current)
-        else:
-            events, known = self._decide_reject(ctx, command, current), {command.memory_id: current}
-        index = None if plaintext is None else self._vault.index_doc(tenant, plaintext)
-        rows = changes(events, known, {command.memory_id: index})
-        item = rows[0].item
-        record = record_of(keyed, digest, {"memory_id": item.id, "version": item.version})
-        self._commit(Batch(tenant, events, rows, record))
-        content = plaintext if plaintext is not None else self._vault.decrypt(item)
-        return MemoryItem.from_state(item, content)
-
-    def _decide_promote(
-        self, ctx: Context, command: PromoteMemory, current: ItemState | None
-    ) -> tuple[list[Event], dict[str, ItemState | None], str | None]:
-        """Promotion's events, the items they change, and the plaintext to index."""
-        target = None
-        if current is not None and current.supersedes_id is not None:
-            target = self.store.get(current.tenant_id, current.supersedes_id)
-        events = lifecycle.decide_promote(ctx, command, current, target)
-        assert current is not None  # decide raised NotFound otherwise
-        known: dict[str, ItemState | None] = {current.id: current}
-        if target is not None:
-            known[target.id] = target
-        return events, known, self._vault.decrypt(current)
-
-    def _decide_reject(
-        self, ctx: Context, command: RejectMemory, current: ItemState | None
-    ) -> list[Event]:
-        """Rejection's events, the reason sealed only once the rules allow the rejection
-        (so that a refused one mints no subject key)."""
-        events = lifecycle.decide_reject(ctx, command, current, None)
-        if command.reason is None:
-            return events
-        assert current is not None  # decide raised NotFound otherwise
-        key = self._vault.content_key(current)
-        if key is None:  # its content (and key) destroyed since it was read: it has moved on
-            latest = self.store.get(current.tenant_id, current.id)
-            actual = current.version + 1 if latest is None else latest.version
-            raise VersionConflict(current.id, command.expected_version, actual)
-        return lifecycle.with_reason(events, self._vault.seal_reason(key, current, command.reason))
+        return self._review.review(principal, command, idempotency_key)
 
     # -- forget and expiry ----------------------------------------------------------------
 

@@ -6,8 +6,6 @@ makes each batch atomic and keeps positions in commit order.
 
 from __future__ import annotations
 
-import dataclasses
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -20,42 +18,35 @@ from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
     LogMoved,
-    ReadWouldWait,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
 )
 from governed_memory.records import (
-    ApiKey,
     Batch,
     BrowseRequest,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
-    ItemKey,
     RetentionCursor,
     SearchMatches,
     SearchRequest,
-    SubjectKey,
 )
+from governed_memory.store.memory_keys import MemoryKeys
 
 ScopeKey = tuple[str, str, str]
 
 
-class MemoryStore:
+class MemoryStore(MemoryKeys):
     """Everything in dictionaries behind one lock; nothing survives the process."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        super().__init__()
         self._events: list[StoredEvent] = []
         self._items: dict[tuple[str, str], ItemState] = {}
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
-        self._keys: dict[tuple[str, str], SubjectKey] = {}
-        self._item_keys: dict[tuple[str, str], ItemKey] = {}
         self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
-        self._api_keys: dict[str, ApiKey] = {}
-        self._meta: dict[str, str] = {}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -135,10 +126,6 @@ class MemoryStore:
                 postings.setdefault(term, {})[item.id] = frequency
             self._docs[item.key] = (scope, index)
 
-    def add_subject_key(self, key: SubjectKey) -> SubjectKey:
-        with self._lock:
-            return self._keys.setdefault((key.tenant_id, key.subject_id), key)
-
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None:
@@ -160,15 +147,6 @@ class MemoryStore:
                 ),
                 key=lambda item: item.id,
             )
-
-    def subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey | None:
-        with self._lock:
-            return self._keys.get((tenant_id, subject_id))
-
-    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
-        with self._lock:
-            found = ((s, self._keys.get((tenant_id, s))) for s in set(subject_ids))
-            return {s: key for s, key in found if key is not None}
 
     def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         with self._lock:
@@ -337,71 +315,6 @@ class MemoryStore:
     def snapshot(self) -> Iterator[None]:
         with self._lock:  # writers wait: every read inside sees one state
             yield
-
-    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
-        with self._lock:
-            return iter(list(self._keys.values())[:limit])
-
-    def item_key(self, tenant_id: str, memory_id: str) -> ItemKey | None:
-        with self._lock:
-            return self._item_keys.get((tenant_id, memory_id))
-
-    def item_keys_for(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemKey]:
-        with self._lock:
-            found = ((i, self._item_keys.get((tenant_id, i))) for i in set(memory_ids))
-            return {i: key for i, key in found if key is not None}
-
-    def item_keys(self, limit: int | None = None) -> Iterator[ItemKey]:
-        with self._lock:
-            return iter([self._item_keys[k] for k in sorted(self._item_keys)][:limit])
-
-    def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
-        with self._lock:
-            for key in keys:
-                if (key.tenant_id, key.memory_id) in self._item_keys:
-                    raise ValueError("an item key is stored already")
-            for key in keys:
-                self._item_keys[(key.tenant_id, key.memory_id)] = key
-
-    def add_api_key(self, key: ApiKey) -> None:
-        with self._lock:
-            if key.key_id in self._api_keys:
-                raise ValueError("duplicate API key id")
-            self._api_keys[key.key_id] = key
-
-    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
-        if not self._lock.acquire(blocking=wait):
-            raise ReadWouldWait("a writer holds the store")
-        try:
-            return self._api_keys.get(key_id)
-        finally:
-            self._lock.release()
-
-    def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
-        with self._lock:
-            keys = [k for k in self._api_keys.values() if tenant_id in (None, k.tenant_id)]
-            return sorted(keys, key=lambda k: (k.tenant_id, k.created_at, k.key_id))
-
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
-        with self._lock:
-            key = self._api_keys.get(key_id)
-            if key is None:
-                return False
-            if key.revoked_at is None:
-                self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
-            return True
-
-    def meta(self, name: str) -> str | None:
-        with self._lock:
-            return self._meta.get(name)
-
-    def claim_meta(self, name: str, value: str) -> str:
-        with self._lock:
-            return self._meta.setdefault(name, value)
-
-    def replace_meta(self, name: str, value: str) -> None:
-        with self._lock:
-            self._meta[name] = value
 
     def schema_version(self) -> int:
         return 0  # nothing to migrate: the store lives and dies with the process
