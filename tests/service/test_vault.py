@@ -116,3 +116,19 @@ def test_the_postings_of_a_text_count_each_term(vault: Vault) -> None:
     assert doc.length == 4
     assert sorted(doc.terms.values()) == [1, 3]
     assert vault.index_doc("globex", "email").terms.keys().isdisjoint(doc.terms.keys())
+
+
+def test_a_search_reads_the_keys_of_all_its_hits_at_once(
+    store: MemoryStore, keyring: Keyring
+) -> None:
+    """The hits' subject and item keys come from one read each, not one read a hit."""
+    service = MemoryService(store, keyring, clock=FakeClock())
+    for number in range(5):
+        service.write(WRITER, body(id=f"m{number}", subject_id=f"customer-{number}"))
+    store.subject_key = None  # type: ignore[assignment,method-assign]  # no read may reach it
+    store.item_key = None  # type: ignore[assignment,method-assign]
+    hits = service.search(
+        WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "email"}
+    )
+    assert len(hits.items) == 5
+    assert all(hit.item.content for hit in hits.items)
