@@ -79,8 +79,10 @@ class SQLiteBatches:
             self.scope_ids.update(new_scopes)
             if any(p.batch.destroys_keys and p.error is None for p in group):
                 # Forget, erase, retention: push the purged pages out of the WAL so that no
-                # destroyed key lingers there.
-                self._db.checkpoint()
+                # destroyed key lingers there. While a reader pins the WAL (a checkpoint is
+                # due already), one try: a retention sweep destroying many keys must not
+                # stall every writer a while for each of them.
+                self._db.checkpoint(attempts=1 if self._db.checkpoint_due else 50)
             elif self._db.checkpoint_due:
                 self._db.checkpoint(attempts=1)
         finally:
