@@ -19,7 +19,6 @@ import os
 import secrets
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ from governed_memory.errors import CryptoError
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import postgres_dsn
+from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.reliability.test_erasure import encodings, sealed_blobs
 from tests.support.fakes import FakeClock, body, principal, reviewer, write_body
@@ -248,38 +247,33 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     is kept for no time at all."""
     clock = FakeClock()
     retention = RetentionPolicy.from_seconds(dict.fromkeys((Status.EXPIRED, Status.REJECTED), 0))
+    stores = make_store(request.param, tmp_path)
+    store = next(stores)
+    service = MemoryService(store, Keyring(b"b" * 32), clock=clock, retention=retention)
+    yield Backend(service, _raw_query(store), clock)
+    for _ in stores:  # resumes the generator: closes the store, drops its schema
+        pass
 
-    def service(store: Store) -> MemoryService:
-        return MemoryService(store, Keyring(b"b" * 32), clock=clock, retention=retention)
 
-    if request.param == "sqlite":
-        path = tmp_path / "gmem.sqlite3"
-        store = SQLiteStore(path)
+def _raw_query(store: Store) -> Query:
+    """Plain SQL reads of the store's database, as an operator's sqlite3 or psql would."""
+    if isinstance(store, SQLiteStore):
+        path = store.path
 
         def query(statement: str) -> list[tuple[Any, ...]]:
             with sqlite3.connect(path) as conn:
                 return conn.execute(statement).fetchall()
 
-        yield Backend(service(store), query, clock)
-        store.close()
-        return
-    dsn = postgres_dsn()
-    assert dsn is not None
-    from governed_memory.store.postgres import PostgresStore
-
-    schema = "gmem_test_" + uuid.uuid4().hex[:12]
-    pg = PostgresStore(dsn, schema=schema)
+        return query
+    dsn, schema = postgres_dsn(), getattr(store, "schema", None)
+    assert dsn is not None and schema is not None
 
     def pg_query(statement: str) -> list[tuple[Any, ...]]:
         with psycopg.connect(dsn) as conn:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
             return conn.execute(statement.encode()).fetchall()
 
-    try:
-        yield Backend(service(pg), pg_query, clock)
-    finally:
-        pg.drop_schema()
-        pg.close()
+    return pg_query
 
 
 def test_erase_and_retention_leave_no_key_and_no_content_on_either_backend(

@@ -50,6 +50,17 @@ class Parts:
     context: ContextOf
 
 
+class UseCase:
+    """A use case of the service, over the :class:`Parts` it works with."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._store = parts.store
+        self._vault = parts.vault
+        self._idempotency = parts.idempotency
+        self._commit = parts.commit
+        self._context = parts.context
+
+
 def new_id() -> str:
     """A UUIDv7-layout id: time-ordered, so new rows land on the B-tree's last page."""
     millis = time.time_ns() // 1_000_000

@@ -30,7 +30,7 @@ from governed_memory.crypto import Keyring
 from governed_memory.errors import SubjectChanged, VersionConflict
 from governed_memory.records import Batch, ItemChange
 from governed_memory.results import EraseResult, ForgetResult
-from governed_memory.service._support import Parts, changes, retried
+from governed_memory.service._support import UseCase, changes, retried
 from governed_memory.service.idempotency import (
     Keyed,
     fingerprint,
@@ -39,15 +39,8 @@ from governed_memory.service.idempotency import (
 )
 
 
-class Erasure:
+class Erasure(UseCase):
     """Forgets subjects and erases single items over one store."""
-
-    def __init__(self, parts: Parts) -> None:
-        self._store = parts.store
-        self._vault = parts.vault
-        self._idempotency = parts.idempotency
-        self._commit = parts.commit
-        self._context = parts.context
 
     # -- forget a subject -----------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from governed_memory.core.lifecycle import Context
 from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.errors import VersionConflict
 from governed_memory.records import Batch
-from governed_memory.service._support import Parts, changes
+from governed_memory.service._support import UseCase, changes
 from governed_memory.service.idempotency import (
     Keyed,
     fingerprint,
@@ -24,15 +24,8 @@ from governed_memory.service.idempotency import (
 )
 
 
-class Review:
+class Review(UseCase):
     """Promotions and rejections over one store."""
-
-    def __init__(self, parts: Parts) -> None:
-        self._store = parts.store
-        self._vault = parts.vault
-        self._idempotency = parts.idempotency
-        self._commit = parts.commit
-        self._context = parts.context
 
     def review(
         self,
