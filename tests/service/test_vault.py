@@ -132,3 +132,18 @@ def test_a_search_reads_the_keys_of_all_its_hits_at_once(
     )
     assert len(hits.items) == 5
     assert all(hit.item.content for hit in hits.items)
+
+
+def test_a_destroyed_key_leaves_the_keyrings_cache(store: MemoryStore, keyring: Keyring) -> None:
+    """Erase drops the item's unwrapped key from the process at once, and forget the keys
+    of the subject's items with the subject's own: none waits for the cache to expire."""
+    service = MemoryService(store, keyring, clock=FakeClock())
+    for memory_id in ("a", "b"):
+        service.write(WRITER, body(id=memory_id))
+    ids = {m: key.key_id for m in ("a", "b") if (key := store.item_key("acme", m)) is not None}
+    subject = store.subject_key("acme", "customer-1")
+    assert subject is not None and all(i in keyring._unwrapped for i in ids.values())
+    service.erase(principal(name="dpo"), "a")
+    assert ids["a"] not in keyring._unwrapped and ids["b"] in keyring._unwrapped
+    service.forget_subject(principal(name="dpo"), "customer-1")
+    assert not {ids["b"], subject.key_id} & set(keyring._unwrapped)

@@ -83,6 +83,9 @@ class Erasure(UseCase):
         stored = self._commit(Batch(tenant, events, rows, record, destroy_key=subject))
         if subject_key is not None:
             self._vault.destroyed(subject_key.key_id)
+        for item in items:  # and the item keys it wrapped, as far as this process holds them
+            if item.content is not None:
+                self._vault.destroyed(Keyring.key_id_of(item.content))
         return ForgetResult(subject, len(rows), stored[0].position if stored else None)
 
     # -- erase one memory -----------------------------------------------------------------
