@@ -28,11 +28,6 @@ _KEY_ID = re.compile(r"[0-9a-f]{16}")
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
-#: Scopes a new key may carry. ``admin`` grants nothing in v1 (keys are administered by
-#: whoever can run ``gmem keys`` on the store), so no new key is given it; keys that
-#: already carry it still load, and it still grants nothing.
-GRANTABLE_SCOPES = frozenset(Scope) - {Scope.ADMIN}
-
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
@@ -84,6 +79,8 @@ def create_api_key(
     if max_trust is Trust.VERIFIED:
         raise ValidationError.field("max_trust", "verified is reached only by promotion")
     if Scope.ADMIN in scopes:
+        # admin grants nothing in v1: keys are administered by whoever can run gmem keys on
+        # the store. Keys that already carry it still load, and it still grants nothing.
         raise ValidationError.field(
             "scopes", "admin grants nothing: keys are managed with gmem keys; leave it out"
         )

@@ -90,11 +90,10 @@ async def _check_key(client: AsyncClient, *, reviewer: bool) -> None:
     except NotFound:
         return  # the agent key authenticated and may read: nobody wrote the probe id
     except (AuthenticationError, PermissionDenied) as error:
-        needs = (
-            "--reviewer needs a key with memory:review"
-            if reviewer
-            else ("the agent tools need a key with memory:read and memory:write")
-        )
+        if reviewer:
+            needs = "--reviewer needs a key with memory:review"
+        else:
+            needs = "the agent tools need a key with memory:read and memory:write"
         raise StartupError(f"{needs}: {error.title}: {error.detail}") from None
     except StoreUnavailable as error:
         log.warning("the service is not reachable yet: %s", error.detail)

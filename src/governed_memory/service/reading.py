@@ -1,8 +1,8 @@
 """What a reader is shown of an item: the one place that decides whether content is shown.
 
-Every read path that hands an item to a caller by id or by listing (get, and the browse
-listing) goes through :func:`shown`, so the rule of :func:`~governed_memory.core.access.
-may_read_content` holds everywhere: content nobody has vouched for reaches reviewers only.
+A read that hands items to a caller by id or in a listing (``get`` today) builds them with
+:func:`shown`, so that the rule of :func:`governed_memory.core.access.may_read_content`
+holds on every such path: content nobody has vouched for reaches reviewers only.
 """
 
 from __future__ import annotations
