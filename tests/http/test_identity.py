@@ -276,6 +276,10 @@ def test_the_rate_limit_counts_per_key_on_each_instance(tmp_path: Path) -> None:
                     client.get("/v1/memories/x", headers=busy).status_code for _ in range(4)
                 ]
                 assert statuses == [404, 404, 404, 429]
+                refused = client.get("/v1/memories/x", headers=busy).json()
+                assert refused["detail"] == (
+                    f"at most {limit} requests per 3600 s per API key on this instance"
+                )
                 assert client.get("/v1/memories/x", headers=other).status_code == 404
     finally:
         for server in servers:
