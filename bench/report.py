@@ -11,7 +11,7 @@ from bench.figures import MEASURED, Figure
 
 DOCS_INTRO = """# Benchmarks
 
-The figures below are produced by the project's own benchmark (`bench/`, SPEC §12) and
+The figures below are produced by the project's own benchmark (`bench/`) and
 written into this file by it; each preset owns the section between its markers, and the
 text outside the markers is kept. The machines are shared and noisy, so every figure is
 reported beside baselines measured **in the same run**, as ratios.
@@ -73,7 +73,7 @@ def markdown(result: dict[str, Any], figures: dict[str, Figure]) -> str:
         f"PostgreSQL {machine['postgresql'] or 'not reachable'}; load average at start "
         f"{machine['load_average_at_start']} (the cores are shared with other work).",
         "",
-        "| figure | value | bar (SPEC §12) | same-run ratios | bar |",
+        "| figure | value | target | same-run ratios | bar |",
         "|---|---|---|---|---|",
     ]
     for figure in figures.values():

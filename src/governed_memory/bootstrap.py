@@ -4,14 +4,22 @@ The library opens a service with :func:`open_service` (or just a store with
 :func:`open_store`); ``gmem`` and the HTTP app open what their settings describe with
 :func:`store_from`, :func:`service_from` and :func:`open_from`. Which URL names which
 backend is stated in :mod:`governed_memory.locations`. The master key comes from the
-caller (``GMEM_MASTER_KEY``) or from the key file in the data directory, created with mode
-0600 on first use, and must match the subject keys already stored.
+caller (``GMEM_MASTER_KEY``) or from the key file ``master.key`` beside the SQLite
+database (in the data directory, or in the folder of a ``sqlite:///`` file), created with
+mode 0600 on first use, and must match the subject keys already stored.
+
+Where things are made: the data directory is created on first use, and that is said (an
+INFO record of the ``governed_memory.bootstrap`` logger, which ``gmem`` prints); the folder
+of a ``sqlite:///`` file must exist already, so a mistyped path fails instead of growing a
+tree of folders. PostgreSQL is probed once before its pool opens, so a wrong URL fails at
+once with its reason (:mod:`governed_memory.store.postgres.database`).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from governed_memory.core.policy import TtlPolicy
 from governed_memory.crypto import (
@@ -20,8 +28,14 @@ from governed_memory.crypto import (
     load_or_create_key_file,
     parse_master_key,
 )
-from governed_memory.errors import CryptoError, ValidationError
-from governed_memory.locations import DEFAULT_DATA_DIR, backend_of, is_postgres, sqlite_file
+from governed_memory.errors import ConfigError, CryptoError, ValidationError
+from governed_memory.locations import (
+    DEFAULT_DATA_DIR,
+    backend_of,
+    is_postgres,
+    postgres_location,
+    sqlite_file,
+)
 from governed_memory.ports import Clock, Store
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
@@ -29,26 +43,82 @@ from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
 if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for library callers
     from governed_memory.config import Settings
 
+log = logging.getLogger("governed_memory.bootstrap")
+
+#: Said when a key file is missing: where earlier versions put the key of a sqlite:/// store.
+LEGACY_KEY_HINT = (
+    " (earlier versions of gmem kept the key of a sqlite:/// store in ./gmem-data of the "
+    "folder they ran in)"
+)
+
 
 def open_store(
     *,
     data_dir: str | Path = DEFAULT_DATA_DIR,
     database_url: str | None = None,
     synchronous: Synchronous = "FULL",
+    read_only: bool = False,
     **options: Any,
 ) -> Store:
     """The store a URL names, or the embedded SQLite store in ``data_dir``; migrated.
 
+    ``read_only`` opens a SQLite store without migrating or writing anything (for commands
+    that only read, so a store on read-only media can be exported); PostgreSQL ignores it.
     ``options`` go to the PostgreSQL store (``max_size``, ``min_size``…).
     """
     if database_url is None:
-        return SQLiteStore(Path(data_dir) / DATABASE_FILE, synchronous=synchronous)
+        if not read_only:
+            _make_data_dir(Path(data_dir))
+        return SQLiteStore(
+            Path(data_dir) / DATABASE_FILE, synchronous=synchronous, read_only=read_only
+        )
     if backend_of(database_url) == "postgres":
         # Imported here: psycopg costs start-up time that SQLite users need not pay.
         from governed_memory.store.postgres import PostgresStore
 
         return PostgresStore(database_url, **options)
-    return SQLiteStore(sqlite_file(database_url), synchronous=synchronous)
+    path = sqlite_file(database_url)
+    if not path.parent.is_dir():
+        raise ConfigError(
+            f"GMEM_DATABASE_URL: the folder {path.parent} of the SQLite file does not exist; "
+            "create it first (gmem creates only the database file)"
+        )
+    return SQLiteStore(path, synchronous=synchronous, read_only=read_only)
+
+
+def _make_data_dir(data_dir: Path) -> None:
+    """Create a missing data directory, and say so: a new store is not made in silence."""
+    if data_dir.is_dir():
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log.info("created the data directory %s for a new store", data_dir.resolve())
+
+
+def key_directory(data_dir: str | Path, database_url: str | None) -> Path:
+    """Where ``master.key`` lives: beside the SQLite database it belongs to (the data
+    directory, or the folder of a ``sqlite:///`` file); for PostgreSQL, the data directory
+    (but PostgreSQL needs ``GMEM_MASTER_KEY``, so it never reads the file)."""
+    if database_url is not None and backend_of(database_url) == "sqlite":
+        return sqlite_file(database_url).parent
+    return Path(data_dir)
+
+
+def store_location(
+    data_dir: str | Path, database_url: str | None
+) -> tuple[Literal["sqlite", "postgresql"], str]:
+    """The kind of store and where it is: the database file, or the PostgreSQL server and
+    database without role or password (fit for a log line)."""
+    if database_url is not None and backend_of(database_url) == "postgres":
+        return "postgresql", postgres_location(database_url)
+    if database_url is not None:
+        return "sqlite", str(sqlite_file(database_url))
+    return "sqlite", str((Path(data_dir) / DATABASE_FILE).resolve())
+
+
+def describe_store(data_dir: str | Path, database_url: str | None) -> str:
+    """The store in words: ``the sqlite store /srv/gmem-data/gmem.sqlite3``."""
+    kind, where = store_location(data_dir, database_url)
+    return f"the {kind} store {where}"
 
 
 def open_keyring(
@@ -81,23 +151,25 @@ def open_service(
     return service
 
 
-def store_from(settings: Settings) -> Store:
+def store_from(settings: Settings, *, read_only: bool = False) -> Store:
     """The store the settings describe (``gmem keys``, ``gmem migrate``)."""
     return open_store(
         data_dir=settings.data_dir,
         database_url=settings.database_url,
         synchronous=settings.sqlite_synchronous,
+        read_only=read_only,
         **settings.store_options(),
     )
 
 
-def service_from(settings: Settings) -> MemoryService:
-    """The service the settings describe (``gmem replay``, ``expire``, ``export``…)."""
-    service, _ = open_from(settings)
+def service_from(settings: Settings, *, read_only: bool = False) -> MemoryService:
+    """The service the settings describe (``gmem replay``, ``expire``, ``export``…);
+    ``read_only`` for the commands that only read (see :func:`open_store`)."""
+    service, _ = open_from(settings, read_only=read_only)
     return service
 
 
-def open_from(settings: Settings) -> tuple[MemoryService, Store]:
+def open_from(settings: Settings, *, read_only: bool = False) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
     (``gmem serve``); closing the service closes the store."""
     return _open(
@@ -107,7 +179,7 @@ def open_from(settings: Settings) -> tuple[MemoryService, Store]:
         settings.sqlite_synchronous,
         settings.ttl_policy(),
         None,
-        options=settings.store_options(),
+        options=settings.store_options() | {"read_only": read_only},
     )
 
 
@@ -129,38 +201,41 @@ def _open(
     store = open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
-    return _service_over(store, data_dir, master_key, policy, clock), store
+    keys = key_directory(data_dir, database_url)
+    return _service_over(store, keys, master_key, policy, clock), store
 
 
 def _service_over(
     store: Store,
-    data_dir: str | Path,
+    key_dir: Path,
     master_key: str | None,
     policy: TtlPolicy | None,
     clock: Clock | None,
 ) -> MemoryService:
     """The service over ``store`` with the matching keyring; the store is closed on failure."""
     try:
-        keyring = _matching_keyring(store, data_dir, master_key)
+        keyring = _matching_keyring(store, key_dir, master_key)
     except BaseException:
         store.close()
         raise
     return MemoryService(store, keyring, policy=policy, clock=clock)
 
 
-def _matching_keyring(store: Store, data_dir: str | Path, master_key: str | None) -> Keyring:
+def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Keyring:
     """The keyring, refusing a master key that did not wrap the keys already stored.
 
     A lost or swapped ``master.key`` must stop the service at start-up, not surface later
     as undecryptable reads and a store split between two keys.
     """
     probe = next(store.subject_keys(limit=1), None)
-    if not master_key and probe is not None and not (Path(data_dir) / MASTER_KEY_FILE).exists():
+    if not master_key and probe is not None and not (key_dir / MASTER_KEY_FILE).exists():
         raise ValidationError(
-            f"{MASTER_KEY_FILE} is missing from the data directory, but the store holds subject "
-            "keys wrapped by a master key: restore the file or set GMEM_MASTER_KEY"
+            f"{MASTER_KEY_FILE} is missing from {key_dir.resolve()}, the folder of the "
+            "database, which holds subject keys wrapped by a master key: put the store's "
+            f"{MASTER_KEY_FILE} back there, or set GMEM_MASTER_KEY to it"
+            + (LEGACY_KEY_HINT if key_dir != Path(DEFAULT_DATA_DIR) else "")
         )
-    keyring = open_keyring(data_dir=data_dir, master_key=master_key)
+    keyring = open_keyring(data_dir=key_dir, master_key=master_key)
     if probe is not None:
         try:
             keyring.unwrap(probe)
@@ -173,10 +248,13 @@ def _matching_keyring(store: Store, data_dir: str | Path, master_key: str | None
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "describe_store",
+    "key_directory",
     "open_from",
     "open_keyring",
     "open_service",
     "open_store",
     "service_from",
     "store_from",
+    "store_location",
 ]

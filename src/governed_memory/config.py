@@ -4,15 +4,24 @@ Precedence, highest first: values given by the caller (the CLI's flags), the env
 an optional settings file (``GMEM_CONFIG_FILE`` or ``--config``, ``KEY=value`` lines), the
 defaults. An invalid setting raises :class:`ConfigError`, whose one-line message names the
 variable and the rule it breaks, never the value (it may be a secret).
+
+What would otherwise be ignored in silence is a warning (the ``governed_memory.config``
+logger): a ``GMEM_*`` name in the environment or the file that is no setting (with the
+closest valid name), and a line of the file that is not ``KEY=value`` (by file and line
+number only: the line may hold a secret). Names starting ``GMEM_TEST_`` belong to the
+project's test suite and are left alone.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
+from dotenv.parser import parse_stream
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -25,6 +34,32 @@ from governed_memory.locations import DEFAULT_DATA_DIR, backend_of, is_postgres
 PREFIX = "GMEM_"
 MAX_TTL_SECONDS = 100 * 365 * 86_400  # a century: beyond it timestamps overflow
 CONFIG_FILE_VARIABLE = "GMEM_CONFIG_FILE"
+#: GMEM_* variables read elsewhere than :class:`Settings`: the settings file's own name,
+#: the Python client (``GMEM_URL``, ``GMEM_API_KEY``) and ``gmem mcp``.
+OTHER_VARIABLES = frozenset(
+    {
+        CONFIG_FILE_VARIABLE,
+        "GMEM_URL",
+        "GMEM_API_KEY",
+        "GMEM_MCP_TRUST",
+        "GMEM_MCP_HOST",
+        "GMEM_MCP_PORT",
+    }
+)
+#: Variables of the project's test suite (``GMEM_TEST_POSTGRES_DSN``…), not of the product.
+TEST_PREFIX = "GMEM_TEST_"
+
+log = logging.getLogger("governed_memory.config")
+
+
+class _DotenvParseWarnings(logging.Filter):
+    """python-dotenv says "could not parse statement" without the file; we say it better."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("python-dotenv could not parse")
+
+
+logging.getLogger("dotenv.main").addFilter(_DotenvParseWarnings())
 
 
 class Settings(BaseSettings):
@@ -111,7 +146,50 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     except pydantic.ValidationError as error:
         raise ConfigError(_first_problem(error)) from None
     _check(settings)
+    _warn_about_ignored(None if config_file is None else Path(config_file))
     return settings
+
+
+def known_variables() -> frozenset[str]:
+    """Every GMEM_* name the product reads."""
+    return frozenset(variable(field) for field in Settings.model_fields) | OTHER_VARIABLES
+
+
+def _warn_about_ignored(config_file: Path | None) -> None:
+    """Warn about each GMEM_* name that is no setting, and each junk line of the file."""
+    known = known_variables()
+    for name in sorted(os.environ):
+        if _unknown(name, known):
+            log.warning("%s is not a setting and is ignored%s", name, _closest(name, known))
+    if config_file is None:
+        return
+    with config_file.open(encoding="utf-8", errors="replace") as stream:
+        for binding in parse_stream(stream):
+            text = binding.original.string
+            # A binding's line is where its text starts, blank lines before it included.
+            line = binding.original.line + text[: len(text) - len(text.lstrip())].count("\n")
+            where = f"{config_file}, line {line}"
+            if binding.error:
+                log.warning("%s is not a KEY=value line and is ignored (not shown)", where)
+            elif binding.key is not None and not binding.key.upper().startswith(PREFIX):
+                log.warning("%s: %s is not a GMEM_* setting and is ignored", where, binding.key)
+            elif binding.key is not None and _unknown(binding.key, known):
+                log.warning(
+                    "%s: %s is not a setting and is ignored%s",
+                    where,
+                    binding.key,
+                    _closest(binding.key, known),
+                )
+
+
+def _unknown(name: str, known: frozenset[str]) -> bool:
+    upper = name.upper()
+    return upper.startswith(PREFIX) and not upper.startswith(TEST_PREFIX) and upper not in known
+
+
+def _closest(name: str, known: frozenset[str]) -> str:
+    match = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]}?)" if match else ""
 
 
 def _first_problem(error: pydantic.ValidationError) -> str:
@@ -150,4 +228,4 @@ def _check(settings: Settings) -> None:
             raise ConfigError(f"{variable('database_url')}: {error.errors[0].message}") from None
 
 
-__all__ = ["ConfigError", "Settings", "load_settings", "variable"]
+__all__ = ["ConfigError", "Settings", "known_variables", "load_settings", "variable"]

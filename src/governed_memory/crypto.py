@@ -63,7 +63,14 @@ def load_or_create_key_file(directory: Path) -> bytes:
     directory.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         _create_key_file(directory, path)
-    return parse_master_key(path.read_text("ascii"))
+    try:
+        return parse_master_key(path.read_bytes().decode("ascii"))
+    except (CryptoError, UnicodeDecodeError):
+        # The key file, not GMEM_MASTER_KEY, is what is wrong: name it (never its bytes).
+        raise CryptoError(
+            f"the key file {path.resolve()} is malformed: it must hold one line, the base64 "
+            "of 32 bytes; put the store's own master.key back, or set GMEM_MASTER_KEY"
+        ) from None
 
 
 def _create_key_file(directory: Path, path: Path) -> None:

@@ -35,10 +35,10 @@ class SubjectKey:
 class ApiKey:
     """A stored API key: whose it is, what it may do, until when; never the secret itself.
 
-    ``principal_id`` names the person or service account the key belongs to (SPEC §5):
-    four eyes compare it, and events name it. Keys made before principals existed belong
-    to ``key:<key id>``, the name their events already carry. ``last_used_at`` is coarse:
-    each instance records a key's use at most once a minute (see ``http.auth``).
+    ``principal_id`` names the person or service account the key belongs to: four eyes
+    compare it, and events name it. Keys made before principals existed belong to
+    ``key:<key id>``, the name their events already carry. ``last_used_at`` is coarse: each
+    instance records a key's use at most once a minute (see ``http.auth``).
     """
 
     key_id: str

@@ -166,7 +166,7 @@ class AuditEvent:
         )
 
     def to_history_dict(self) -> dict[str, Any]:
-        """The shorter form of a memory's history (SPEC §8): the memory is the one asked
+        """The shorter form of a memory's history (the HTTP API's): the memory is the one asked
         about, and the entry names no event id."""
         return {
             "position": self.position,

@@ -101,3 +101,19 @@ def test_every_route_is_documented_with_an_example(tmp_path: Path) -> None:
     assert set(sections) == routes
     for route, section in sections.items():
         assert "curl" in section, route
+
+
+def test_every_setting_but_the_master_key_has_a_flag_and_a_row_in_the_docs() -> None:
+    """Each setting is a flag of ``gmem serve`` (the master key alone is not, so it never
+    shows in a process list) and a row of docs/cli.md's settings table."""
+    from governed_memory.config import Settings
+
+    fields = set(Settings.model_fields) - {"master_key"}
+    flags = {o for action in subparser(("serve",))._actions for o in action.option_strings}
+    assert {"--" + field.replace("_", "-") for field in fields} <= flags
+    assert "--master-key" not in flags
+    table = (DOCS / "cli.md").read_text().split("## Settings", 1)[1]
+    rows = set(re.findall(r"`(GMEM_[A-Z_<>]+)`", table))
+    kinds = ("FACT", "PREFERENCE", "SKILL", "WORKING_NOTE")
+    rows |= {row.replace("<KIND>", kind) for row in rows for kind in kinds}
+    assert {f"GMEM_{field.upper()}" for field in fields} <= rows

@@ -56,7 +56,9 @@ def create(data_dir: Path, *args: str) -> dict[str, object]:
 
 
 def listed(data_dir: Path) -> list[dict[str, object]]:
-    """``gmem keys list --json``."""
+    """``gmem keys list --json``; no keys where no store was ever made."""
+    if not (data_dir / "gmem.sqlite3").exists():
+        return []
     done = gmem(data_dir, "keys", "list", "--json")
     assert done.status == 0, done.err
     keys: list[dict[str, object]] = json.loads(done.out)

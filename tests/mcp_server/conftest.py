@@ -6,6 +6,7 @@ The MCP client is the official SDK's ``ClientSession`` over ``stdio_client``, wh
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -72,10 +73,13 @@ async def mcp_session(
     service: Service, api_key: str, *args: str, errlog: Path
 ) -> AsyncIterator[ClientSession]:
     """An initialized MCP session with ``gmem mcp *args`` started over stdio."""
+    # The SDK starts the server with a minimal environment: PYTHONPATH is passed on so the
+    # code under test (a worktree's src/) is the code that serves.
+    inherited = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
     parameters = StdioServerParameters(
         command=GMEM,
         args=["mcp", *args],
-        env={"GMEM_URL": service.url, "GMEM_API_KEY": api_key},
+        env=inherited | {"GMEM_URL": service.url, "GMEM_API_KEY": api_key},
     )
     with errlog.open("a", encoding="utf-8") as stderr:
         async with (

@@ -12,6 +12,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from governed_memory.mcp_server import SDK_MISSING
 from tests.mcp_server.conftest import DEADLINE_SECONDS, Service, structured
 from tests.support.processes import GMEM, create_key, free_port, stop, wait_ready
 
@@ -80,7 +81,8 @@ def test_an_agent_server_checks_its_key_at_start(service: Service, key: str) -> 
 
 
 def test_without_the_sdk_it_says_how_to_install_it() -> None:
-    """Where the mcp package is missing, gmem mcp says to install the mcp extra."""
+    """Where the mcp package is missing, gmem mcp says how to install the extra from a
+    checkout (the package is not on PyPI)."""
     snippet = (
         "import sys; sys.modules['mcp'] = None\n"
         "from governed_memory.cli import main\n"
@@ -88,9 +90,8 @@ def test_without_the_sdk_it_says_how_to_install_it() -> None:
     )
     done = gmem_mcp(env={"GMEM_API_KEY": "k"}, python=snippet)
     assert done.returncode == 1
-    assert done.stderr.splitlines() == [
-        "gmem: error: gmem mcp needs the MCP SDK: pip install 'governed-memory[mcp]'"
-    ]
+    assert done.stderr.splitlines() == [f"gmem: error: {SDK_MISSING}"]
+    assert SDK_MISSING.endswith("run .venv/bin/pip install -e '.[mcp]'")
 
 
 def test_streamable_http_serves_the_same_tools(service: Service, tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_refusals_are_tool_errors_with_the_problem_title(service: Service, tmp_p
                     "remember", memory("customer-1", canary * 500, kind="gossip")
                 )
                 assert bad.is_error
-                assert text_of(bad).startswith("Validation failed: invalid arguments: kind")
+                assert text_of(bad).startswith("Validation failed: kind: "), text_of(bad)
                 assert canary not in text_of(bad)
                 assert structured(bad)["errors"][0]["field"] == "kind"
 

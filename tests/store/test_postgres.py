@@ -264,10 +264,14 @@ def test_a_pruned_search_ranks_exactly_like_the_reference_store(
 
 
 def test_an_unreachable_server_is_store_unavailable() -> None:
-    """Nothing listens on port 1: opening the store fails with StoreUnavailable, fast."""
+    """Nothing listens on port 1: opening the store fails with StoreUnavailable, fast,
+    naming the address and the cause, never the role or the password."""
     with pytest.raises(StoreUnavailable) as caught:
-        PostgresStore("postgresql://postgres@127.0.0.1:1/test", timeout=1.0)
-    assert "127.0.0.1" not in str(caught.value)
+        PostgresStore("postgresql://postgres:s3cret-pw@127.0.0.1:1/test", timeout=1.0)
+    message = str(caught.value)
+    assert message.startswith("cannot connect to PostgreSQL at 127.0.0.1:1/test: ")
+    assert "connection refused" in message
+    assert "s3cret-pw" not in message and "postgres@" not in message
 
 
 def test_a_closed_store_is_store_unavailable(open_store: Callable[..., PostgresStore]) -> None:

@@ -1,8 +1,9 @@
-"""``gmem``: serve the HTTP API, manage API keys, and look after a store (SPEC §11).
+"""gmem: serve the HTTP API, manage API keys, and look after a store.
 
-Every command reads the ``GMEM_*`` settings (SPEC §9); its flags mirror them and win over
-them. Every command accepts ``--data-dir`` and ``--database-url``. An error ends the
-command with a non-zero status and one line on stderr.
+Every command reads the GMEM_* settings from the environment (and from a settings file
+named by --config or GMEM_CONFIG_FILE); its flags mirror them and win over them. Every
+store command accepts --data-dir and --database-url. An error ends the command with a
+non-zero status and one line on stderr.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from governed_memory.cli import parser
+from governed_memory.cli import notes, parser
 from governed_memory.cli.commands import CommandError
 from governed_memory.errors import GovernedMemoryError
 
@@ -28,6 +29,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run ``gmem``; return the exit status."""
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    notes.attach()
+    try:
+        return _run(args, out)
+    finally:
+        notes.detach()
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         status: int = args.run(args, out)
     except GovernedMemoryError as error:  # ConfigError included

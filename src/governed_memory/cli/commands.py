@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from governed_memory.bootstrap import describe_store, store_location
+from governed_memory.cli import notes
 from governed_memory.cli.options import (
     SERVE_FIELDS,
     SERVICE_FIELDS,
@@ -36,15 +38,23 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem serve``: the HTTP API in the foreground until SIGTERM or SIGINT."""
     from governed_memory.http.app import create_app  # FastAPI: only the commands that serve
     from governed_memory.http.protocol import Limits
+    from governed_memory.http.server import listen
     from governed_memory.http.server import serve as run_server
     from governed_memory.observability import configure_logging
 
     chosen = settings(args, SERVE_FIELDS)
-    configure_logging(chosen.log_level)
-    limits = Limits(
-        read_timeout=chosen.request_timeout_seconds, max_connections=chosen.max_connections
-    )
-    run_server(create_app(chosen), chosen.host, chosen.port, limits)
+    listener = listen(chosen.host, chosen.port)  # a port in use fails before the store opens
+    try:
+        configure_logging(chosen.log_level)
+        notes.detach()  # from here on, start-up notes are JSON lines like the rest
+        limits = Limits(
+            read_timeout=chosen.request_timeout_seconds, max_connections=chosen.max_connections
+        )
+        app = create_app(chosen)
+        store = store_location(chosen.data_dir, chosen.database_url)
+        run_server(app, listener, limits, store=store)
+    finally:
+        listener.close()
     return 0
 
 
@@ -57,13 +67,15 @@ def demo(args: argparse.Namespace, out: TextIO) -> int:
     from governed_memory.http.walkthrough import demo_keys, walkthrough
 
     with tempfile.TemporaryDirectory(prefix="gmem-demo-") as scratch:
-        if args.data_dir is None and args.database_url is None:
-            args.data_dir = scratch
         chosen = settings(args, SERVICE_FIELDS)
+        if args.data_dir is None and args.database_url is None:
+            # Only a flag names a store for the demo; a configured one is never written to.
+            chosen = chosen.model_copy(update={"data_dir": Path(scratch), "database_url": None})
         app = create_app(chosen)
         tenant = "demo-" + secrets.token_hex(4)
         keys = demo_keys(app.state.api_keys, tenant, datetime.now(UTC))
-        print(f"walkthrough over HTTP, tenant {tenant}, store in {chosen.data_dir}", file=out)
+        where = describe_store(chosen.data_dir, chosen.database_url)
+        print(f"walkthrough over HTTP, tenant {tenant}, {where}", file=out)
         with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
             walkthrough(client, keys, lambda line: print(line, file=out))
     return 0
@@ -74,7 +86,7 @@ def demo(args: argparse.Namespace, out: TextIO) -> int:
 
 def replay(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem replay``: rebuild the projection, or with ``--verify`` compare it."""
-    with opened_service(args) as service:
+    with opened_service(args, read_only=args.verify) as service:
         if not args.verify:
             print(f"rebuilt {service.maintenance.rebuild()} item(s) from the log", file=out)
             return 0
@@ -96,7 +108,7 @@ def expire(args: argparse.Namespace, out: TextIO) -> int:
 
 def export(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem export``: the event log as JSON Lines, content still sealed."""
-    with opened_service(args) as service:
+    with opened_service(args, read_only=True) as service:
         records = service.maintenance.export()
         if args.output == "-":
             _write_lines(records, out)

@@ -129,7 +129,7 @@ def _line(key: ApiKey, now: datetime) -> str:
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem keys list``: every key's principal, state, dates and grants; never a secret."""
-    with opened_store(args) as store:
+    with opened_store(args, read_only=True) as store:
         keys = store.api_keys(args.tenant)
     now = datetime.now(UTC)
     if args.json:

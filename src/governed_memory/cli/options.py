@@ -1,14 +1,14 @@
 """The settings as flags, and what a command opens with them.
 
-Every command reads the ``GMEM_*`` settings (SPEC §9); its flags mirror them and win over
-them. The store or service a command works on is opened by the composition root
+Every command reads the ``GMEM_*`` settings; its flags mirror them and win over them. The
+store or service a command works on is opened by the composition root
 (:mod:`governed_memory.bootstrap`) from those settings, and closed when the command ends.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 
 from governed_memory import bootstrap
@@ -16,7 +16,7 @@ from governed_memory.config import Settings, load_settings
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 
-STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous")
+STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous", "database_pool_max")
 SERVER_FIELDS = (
     "host",
     "port",
@@ -39,6 +39,8 @@ METAVARS = {
     "host": "HOST",
     "port": "PORT",
     "rate_limit_requests": "N",
+    "database_pool_max": "N",
+    "max_connections": "N",
     "max_body_bytes": "BYTES",
     "log_level": "LEVEL",
 }
@@ -48,14 +50,19 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def add_settings(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
-    """One flag per setting, mirroring its GMEM_* variable (left unset: env or default)."""
+def add_settings(
+    parser: argparse.ArgumentParser,
+    fields: Sequence[str],
+    helps: Mapping[str, str] | None = None,
+) -> None:
+    """One flag per setting, mirroring its GMEM_* variable (left unset: env or default);
+    ``helps`` replaces the help of some flags (a command that reads a setting its own way)."""
     group = parser.add_argument_group("settings (each flag mirrors its GMEM_* variable)")
     group.add_argument("--config", metavar="FILE", help="a KEY=value settings file")
     for field in fields:
         default = Settings.model_fields[field].default
         shown = "unset" if default is None else default
-        text = f"GMEM_{field.upper()} (default: {shown})"
+        text = (helps or {}).get(field) or f"GMEM_{field.upper()} (default: {shown})"
         if field == "metrics_enabled":
             group.add_argument(
                 _flag(field), dest=field, action=argparse.BooleanOptionalAction, help=text
@@ -71,14 +78,15 @@ def settings(args: argparse.Namespace, fields: Sequence[str]) -> Settings:
     return load_settings(config_file=args.config, **values)
 
 
-def opened_store(args: argparse.Namespace) -> closing[Store]:
-    """The store the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.store_from(settings(args, STORE_FIELDS)))
+def opened_store(args: argparse.Namespace, *, read_only: bool = False) -> closing[Store]:
+    """The store the command's settings describe, to use in a ``with`` block; ``read_only``
+    for a command that only reads (it then works on read-only media too)."""
+    return closing(bootstrap.store_from(settings(args, STORE_FIELDS), read_only=read_only))
 
 
-def opened_service(args: argparse.Namespace) -> closing[MemoryService]:
+def opened_service(args: argparse.Namespace, *, read_only: bool = False) -> closing[MemoryService]:
     """The service the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS)))
+    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS), read_only=read_only))
 
 
 __all__ = [

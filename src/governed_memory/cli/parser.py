@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
+from governed_memory._version import __version__
 from governed_memory.cli import commands, keys
 from governed_memory.cli.options import SERVE_FIELDS, SERVICE_FIELDS, STORE_FIELDS, add_settings
 from governed_memory.mcp_server import add_command as add_mcp_command
@@ -42,6 +43,8 @@ class Command:
     help: str
     settings: Sequence[str] = STORE_FIELDS
     options: Sequence[Option] = field(default_factory=tuple)
+    #: Help of setting flags this command reads its own way (flag's field → help).
+    setting_helps: Mapping[str, str] = field(default_factory=dict)
 
 
 #: Commands of two words, and the help of their first word.
@@ -107,15 +110,30 @@ COMMANDS = (
     Command(
         "demo",
         commands.demo,
-        "Run the lifecycle walkthrough over HTTP against a throwaway store.",
+        "Run the lifecycle walkthrough over HTTP against a throwaway store (deleted "
+        "afterwards), or under a fresh tenant of the store --data-dir or --database-url "
+        "names. GMEM_DATA_DIR and GMEM_DATABASE_URL are not read: the demo never writes to "
+        "a configured store unless a flag names it.",
         SERVICE_FIELDS,
+        setting_helps={
+            "data_dir": "run in this store's folder, under a fresh tenant "
+            "(default: a throwaway store)",
+            "database_url": "run in this database, under a fresh tenant "
+            "(default: a throwaway store)",
+        },
     ),
     Command(
         "replay",
         commands.replay,
-        "Rebuild the projection from the log, or with --verify compare it item by item.",
+        "Rebuild the live projection (items and search index) from the log, in place; with "
+        "--verify, only rebuild it in memory and compare it with the live one item by item "
+        "(read-only).",
         options=(
-            option("--verify", action="store_true", help="only compare; exit 1 on any difference"),
+            option(
+                "--verify",
+                action="store_true",
+                help="only compare, change nothing; exit 1 on any difference",
+            ),
         ),
     ),
     Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
@@ -128,7 +146,9 @@ COMMANDS = (
     Command(
         "import",
         commands.import_,
-        "Load a JSON Lines export into an empty store.",
+        "Load a JSON Lines export into an empty store. The store must use the master key of "
+        "the store that was exported: set GMEM_MASTER_KEY to it, or copy its master.key "
+        "file beside the new database.",
         options=(option("file", metavar="FILE", help="file, or - for stdin"),),
     ),
     Command("migrate", commands.migrate, "Apply pending schema migrations."),
@@ -138,6 +158,7 @@ COMMANDS = (
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The ``gmem`` parser with every command of :data:`COMMANDS`, and ``gmem mcp``."""
     parser = _Parser(prog="gmem", description=description)
+    parser.add_argument("--version", action="version", version=f"gmem {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Any] = {}
     for command in COMMANDS:
@@ -151,7 +172,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
             name, help=command.help, description=command.help
         )
         sub.set_defaults(run=command.run)
-        add_settings(sub, command.settings)
+        add_settings(sub, command.settings, command.setting_helps)
         for extra in command.options:
             sub.add_argument(*extra.names, **extra.keywords)
     add_mcp_command(top)

@@ -31,10 +31,10 @@ LIVE_STATUSES = frozenset({Status.QUARANTINED, Status.ACTIVE})
 class Principal:
     """Who acts: one tenant, the agents it may act for, its scopes and its trust ceiling.
 
-    ``principal_id`` names the person or service account (SPEC §5): events name it as
-    their actor, and four eyes compare it. ``credential_id`` names the credential it acts
-    with (``key:<key id>`` for an API key); idempotency records belong to the credential.
-    A library caller without a credential is its own: see :attr:`credential`.
+    ``principal_id`` names the person or service account: events name it as their actor,
+    and four eyes compare it. ``credential_id`` names the credential it acts with
+    (``key:<key id>`` for an API key); idempotency records belong to the credential. A
+    library caller without a credential is its own: see :attr:`credential`.
     ``agents`` is ``None`` when the credential may act for every agent of its tenant.
     ``admin``, which older keys may carry, grants nothing (new keys cannot have it).
     """
@@ -98,7 +98,7 @@ class ItemState:
 
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
-    """A memory as SPEC §3 shows it to callers: plaintext content, ``None`` once deleted."""
+    """A memory as callers see it: plaintext content, ``None`` once deleted."""
 
     id: str
     tenant_id: str

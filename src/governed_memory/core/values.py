@@ -60,7 +60,7 @@ class Trust(StrEnum):
 
 
 class Status(StrEnum):
-    """Where an item is in its lifecycle (SPEC §3, status transitions)."""
+    """Where an item is in its lifecycle (see the status transitions of docs/concepts.md)."""
 
     QUARANTINED = "quarantined"
     ACTIVE = "active"
@@ -71,7 +71,7 @@ class Status(StrEnum):
 
 
 class Scope(StrEnum):
-    """What a credential may do (SPEC §5)."""
+    """What a credential may do (the scopes of an API key)."""
 
     MEMORY_WRITE = "memory:write"
     MEMORY_READ = "memory:read"

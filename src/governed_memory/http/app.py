@@ -10,6 +10,10 @@ lifespan. Middleware, outermost first:
 2. unexpected errors → 500 problem without internals;
 3. ``RateLimit-*`` headers of the authenticated key;
 4. the body limit (413 before an oversized body is read).
+
+``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) are served with their assets from the
+pinned ``fastapi-offline`` package under :data:`DOCS_ASSETS`: no page loads anything from
+another host.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from governed_memory import bootstrap
 from governed_memory._version import __version__
@@ -35,6 +40,9 @@ from governed_memory.observability import Metrics
 from governed_memory.ports import ApiKeys
 from governed_memory.service import MemoryService
 from governed_memory.worker import ExpiryWorker
+
+#: Where the app serves the scripts, styles and icon of /docs and /redoc.
+DOCS_ASSETS = "/docs/assets"
 
 DESCRIPTION = """\
 Governed long-term memory for AI agents. Untrusted writes wait in quarantine until a
@@ -70,11 +78,15 @@ def create_app(
     if metrics is not None:
         service.listeners.append(metrics.observe_events)
     worker = ExpiryWorker(service, settings.expiry_interval_seconds)
-    app = FastAPI(
+    # The interactive docs (/docs: Swagger UI, /redoc: ReDoc) load their scripts and styles
+    # from this app (DOCS_ASSETS), never from a CDN, so they work on a host without internet.
+    app = FastAPIOffline(
         title="governed-memory",
         version=__version__,
         description=DESCRIPTION,
         lifespan=_lifespan(worker, service if owned else None),
+        static_url=DOCS_ASSETS,
+        swagger_ui_parameters={"validatorUrl": None},  # no call to the online validator
     )
     limiter = FixedWindowLimiter(settings.rate_limit_requests, settings.rate_limit_window_seconds)
     app.state.settings = settings

@@ -10,6 +10,8 @@ real HTTP, the real app, in one process.
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import resource
 import socket
 import threading
@@ -20,8 +22,11 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from governed_memory._version import __version__
 from governed_memory.errors import ConfigError
 from governed_memory.http.protocol import Limits, protocol_class
+
+log = logging.getLogger("governed_memory.http")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 KEEP_ALIVE_SECONDS = 5
@@ -45,11 +50,58 @@ def _config(app: FastAPI, host: str, port: int, limits: Limits | None = None) ->
     )
 
 
-def serve(app: FastAPI, host: str, port: int, limits: Limits | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, before anything else starts: a port in use, a host
+    that does not resolve or an address this machine does not have is one
+    :class:`ConfigError` line (not a uvicorn log record after the store was opened)."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP;
+    # without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ConfigError(_why(error, where)) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _why(error: OSError, where: str) -> str:
+    if isinstance(error, socket.gaierror):
+        return f"cannot listen on {where}: the host name does not resolve (--host, GMEM_HOST)"
+    if error.errno == errno.EADDRINUSE:
+        return f"{where} is already in use (another server?): choose another --port (GMEM_PORT)"
+    reasons = {
+        errno.EADDRNOTAVAIL: "this machine has no such address (--host, GMEM_HOST)",
+        errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    }
+    reason = reasons.get(error.errno or 0, error.strerror or type(error).__name__)
+    return f"cannot listen on {where}: {reason}"
+
+
+def serve(
+    app: FastAPI,
+    listener: socket.socket,
+    limits: Limits | None = None,
+    *,
+    store: tuple[str, str] = ("unnamed", "-"),
+) -> None:
+    """Serve on ``listener`` until SIGTERM or SIGINT, then shut down gracefully. First one
+    log line names the version, the store (kind and location, ``store``) and the URL."""
     limits = limits or Limits()
     raise_file_limit(limits.max_connections)
-    uvicorn.Server(_config(app, host, port, limits)).run()
+    host, port = listener.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    kind, location = store
+    log.info(
+        "gmem %s serving the %s store %s at %s",
+        *(__version__, kind, location, url),
+        extra={"version": __version__, "store": kind, "location": location, "url": url},
+    )
+    uvicorn.Server(_config(app, host, port, limits)).run(sockets=[listener])
 
 
 def raise_file_limit(connections: int) -> int:
@@ -73,11 +125,7 @@ def raise_file_limit(connections: int) -> int:
 @contextmanager
 def running(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ``app`` on a free port in a thread; yield its base URL; stop it after."""
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP;
-    # without it every response waits ~40 ms for a delayed ACK (Nagle).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = listen(host, 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(_config(app, host, port))
     thread = threading.Thread(
@@ -97,4 +145,4 @@ def running(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
         sock.close()
 
 
-__all__ = ["running", "serve"]
+__all__ = ["listen", "running", "serve"]

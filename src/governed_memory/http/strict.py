@@ -11,6 +11,8 @@ refuses, before validation sees anything:
 - a JSON body with a repeated member name, or ``NaN``/``Infinity`` (I-JSON, RFC 7493):
   400, malformed JSON;
 - a repeated query parameter: 422 naming it;
+- a query parameter the route does not take (``?agentid=`` for ``agent_id``): 422 naming
+  it and the closest parameter the route takes, like an unknown member of a JSON body;
 - a repeated ``Authorization``, ``Idempotency-Key`` or ``Content-Type`` header: 400;
 - a body that is not ``application/json`` (a form, ``text/plain``, no type at all, or a
   ``charset`` other than UTF-8): 415; JSON bytes that are not UTF-8 (UTF-16 and UTF-32
@@ -19,15 +21,18 @@ refuses, before validation sees anything:
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from governed_memory.errors import MalformedRequest, UnsupportedMediaType, ValidationError
+from governed_memory.http.auth import TENANT_QUERY_PARAMETERS
 from governed_memory.http.problems import (
     DUPLICATE_MEMBER,
     NOT_A_NUMBER,
@@ -106,14 +111,41 @@ class StrictRequest(Request):
         return self._json
 
 
+def refuse_unknown_parameters(request: Request, known: frozenset[str]) -> None:
+    """Raise if the query names a parameter the route does not take (a typo such as
+    ``agentid`` would otherwise widen the request in silence), with the closest known one.
+    Names that try to choose a tenant are left to their own, clearer refusal."""
+    for name in request.query_params:
+        if name in known or name.lower() in TENANT_QUERY_PARAMETERS:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        if close:
+            hint = f"; did you mean {close[0]}?"
+        elif known:
+            hint = f"; this route takes {', '.join(sorted(known))}"
+        else:
+            hint = "; this route takes no query parameters"
+        raise ValidationError.field(name, f"is not a query parameter of this route{hint}")
+
+
+def _query_parameters(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route declares, its dependencies' included."""
+    names = {str(param.alias) for param in dependant.query_params}
+    for dependency in dependant.dependencies:
+        names |= _query_parameters(dependency)
+    return frozenset(names)
+
+
 class StrictRoute(APIRoute):
     """An API route with strict requests (FastAPI's custom route class hook)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        known = _query_parameters(self.dependant)
 
         async def strict_handler(request: Request) -> Response:
             refuse_repetition(request)
+            refuse_unknown_parameters(request, known)
             refuse_foreign_media(request)
             return await handler(StrictRequest(request.scope, request.receive))
 
@@ -126,4 +158,5 @@ __all__ = [
     "loads",
     "refuse_foreign_media",
     "refuse_repetition",
+    "refuse_unknown_parameters",
 ]

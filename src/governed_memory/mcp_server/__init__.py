@@ -3,7 +3,8 @@
 The server talks to a running service through :class:`~governed_memory.client.AsyncClient`
 with the API key in ``GMEM_API_KEY`` and the URL in ``GMEM_URL``; every rule is enforced by
 the service, exactly as for any other caller. It needs the official MCP SDK, the ``mcp``
-extra: ``pip install 'governed-memory[mcp]'``. See ``docs/mcp.md``.
+extra, installed from a checkout (the package is not on PyPI) with
+``.venv/bin/pip install -e '.[mcp]'``. See ``docs/mcp.md``.
 
 This module does not import the SDK, so the rest of ``gmem`` works without it.
 """
@@ -16,7 +17,12 @@ from typing import Any, TextIO
 
 from governed_memory.mcp_server.options import Options, StartupError, add_arguments
 
-SDK_MISSING = "gmem mcp needs the MCP SDK: pip install 'governed-memory[mcp]'"
+#: The install line, as docs/mcp.md shows it: governed-memory is installed from a checkout.
+INSTALL_MCP = ".venv/bin/pip install -e '.[mcp]'"
+SDK_MISSING = (
+    "gmem mcp needs the MCP SDK, the optional mcp extra (governed-memory is not on PyPI): "
+    f"from your checkout, run {INSTALL_MCP}"
+)
 HELP = "Serve the MCP tools (remember, recall, correct; or --reviewer) over a gmem service."
 
 
@@ -54,4 +60,4 @@ def add_command(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["SDK_MISSING", "Options", "StartupError", "add_command", "run_command"]
+__all__ = ["INSTALL_MCP", "SDK_MISSING", "Options", "StartupError", "add_command", "run_command"]

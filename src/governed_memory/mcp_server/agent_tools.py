@@ -8,13 +8,12 @@ as data. No tool promotes or forgets on an agent's behalf (SPEC §2 rule 4).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import mcp_types as types
 
 from governed_memory.client import AsyncClient
 from governed_memory.core.values import Status, Trust, rfc3339
-from governed_memory.mcp_server import render
+from governed_memory.mcp_server import outputs, render
 from governed_memory.mcp_server.arguments import CorrectArgs, RecallArgs, RememberArgs
 from governed_memory.mcp_server.toolkit import READS, WRITES, ToolSpec, result
 from governed_memory.results import SearchHit, SearchResult, WriteResult
@@ -57,6 +56,7 @@ class AgentTools:
                 RememberArgs,
                 WRITES,
                 self.remember,
+                outputs.Stored,
             ),
             ToolSpec(
                 "recall",
@@ -69,6 +69,7 @@ class AgentTools:
                 RecallArgs,
                 READS,
                 self.recall,
+                outputs.Recall,
             ),
             ToolSpec(
                 "correct",
@@ -80,6 +81,7 @@ class AgentTools:
                 CorrectArgs,
                 WRITES,
                 self.correct,
+                outputs.Stored,
             ),
         ]
 
@@ -149,50 +151,50 @@ class AgentTools:
         return result(recalled.text, _recalled(found, recalled, args.token_budget))
 
 
-def _stored(written: WriteResult) -> dict[str, Any]:
+def _stored(written: WriteResult) -> outputs.Stored:
     """What a write tool reports of the item it stored."""
     item = written.item
-    return {
-        "id": item.id,
-        "version": item.version,
-        "status": item.status.value,
-        "trust": item.trust.value,
-        "kind": item.kind.value,
-        "expires_at": rfc3339(item.expires_at),
-        "supersedes_id": item.supersedes_id,
-        "retrievable": item.status is Status.ACTIVE,
-    }
+    return outputs.Stored(
+        id=item.id,
+        version=item.version,
+        status=item.status.value,
+        trust=item.trust.value,
+        kind=item.kind.value,
+        expires_at=rfc3339(item.expires_at),
+        supersedes_id=item.supersedes_id,
+        retrievable=item.status is Status.ACTIVE,
+    )
 
 
-def _hit(hit: SearchHit) -> dict[str, Any]:
+def _hit(hit: SearchHit) -> outputs.Recalled:
     """What recall reports of one memory: enough to weigh it, nothing about its history."""
     item = hit.item
-    return {
-        "id": item.id,
-        "version": item.version,
-        "kind": item.kind.value,
-        "trust": item.trust.value,
-        "confidence": item.confidence,
-        "subject_id": item.subject_id,
-        "provenance": item.provenance.as_dict(),
-        "updated_at": rfc3339(item.updated_at),
-        "expires_at": rfc3339(item.expires_at),
-        "content": item.content,
-        "score": hit.score,
-        "tokens": hit.tokens,
-    }
+    return outputs.Recalled(
+        id=item.id,
+        version=item.version,
+        kind=item.kind.value,
+        trust=item.trust.value,
+        confidence=item.confidence,
+        subject_id=item.subject_id,
+        provenance=outputs.Provenance(**item.provenance.as_dict()),
+        updated_at=rfc3339(item.updated_at),
+        expires_at=rfc3339(item.expires_at),
+        content=item.content,
+        score=hit.score,
+        tokens=hit.tokens,
+    )
 
 
-def _recalled(found: SearchResult, recalled: render.Recall, token_budget: int) -> dict[str, Any]:
-    return {
-        "notice": NOTICE,
-        "items": [_hit(hit) for hit in recalled.hits],
-        "used_tokens": sum(hit.tokens for hit in recalled.hits),
-        "text_tokens": recalled.text_tokens,
-        "token_budget": token_budget,
-        "skipped": recalled.skipped,
-        "tokenizer": found.tokenizer,
-    }
+def _recalled(found: SearchResult, recalled: render.Recall, token_budget: int) -> outputs.Recall:
+    return outputs.Recall(
+        notice=NOTICE,
+        items=[_hit(hit) for hit in recalled.hits],
+        used_tokens=sum(hit.tokens for hit in recalled.hits),
+        text_tokens=recalled.text_tokens,
+        token_budget=token_budget,
+        skipped=recalled.skipped,
+        tokenizer=found.tokenizer,
+    )
 
 
 __all__ = ["AgentTools"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import mcp_types as types
 
 from governed_memory.client import AsyncClient
-from governed_memory.mcp_server import render
+from governed_memory.mcp_server import outputs, render
 from governed_memory.mcp_server.arguments import ListQuarantineArgs, PromoteArgs, RejectArgs
 from governed_memory.mcp_server.toolkit import READS, WRITES, ToolSpec, result
 
@@ -28,6 +28,7 @@ class ReviewerTools:
                 ListQuarantineArgs,
                 READS,
                 self.list_quarantine,
+                outputs.Queue,
             ),
             ToolSpec(
                 "promote",
@@ -38,6 +39,7 @@ class ReviewerTools:
                 PromoteArgs,
                 WRITES,
                 self.promote,
+                outputs.Reviewed,
             ),
             ToolSpec(
                 "reject",
@@ -49,6 +51,7 @@ class ReviewerTools:
                     read_only_hint=False, destructive_hint=True, idempotent_hint=False
                 ),
                 self.reject,
+                outputs.Reviewed,
             ),
         ]
 
@@ -57,7 +60,7 @@ class ReviewerTools:
             agent_id=args.agent_id, purpose=args.purpose, limit=args.limit, cursor=args.cursor
         )
         text = render.quarantine_text(page.items, page.next_cursor, render.new_tag())
-        return result(text, page.to_dict())
+        return result(text, outputs.Queue.model_validate(page.to_dict()))
 
     async def promote(self, args: PromoteArgs) -> types.CallToolResult:
         item = await self.client.promote(args.id, args.expected_version)
@@ -65,12 +68,16 @@ class ReviewerTools:
             f"Promoted {item.id}: now {item.status.value} and {item.trust.value} at version "
             f"{item.version}; agents can recall it."
         )
-        return result(text, {"id": item.id, "version": item.version, "status": item.status.value})
+        return result(
+            text, outputs.Reviewed(id=item.id, version=item.version, status=item.status.value)
+        )
 
     async def reject(self, args: RejectArgs) -> types.CallToolResult:
         item = await self.client.reject(args.id, args.expected_version, args.reason)
         text = f"Rejected {item.id} at version {item.version}; it will never be recalled."
-        return result(text, {"id": item.id, "version": item.version, "status": item.status.value})
+        return result(
+            text, outputs.Reviewed(id=item.id, version=item.version, status=item.status.value)
+        )
 
 
 __all__ = ["ReviewerTools"]

@@ -1,8 +1,10 @@
 """What every MCP tool is made of: its spec, its published schema, its results and errors.
 
 A refused call becomes a tool error (``isError``) whose text is the problem's title and
-detail — ids, versions and field names, never memory content — and whose structured
-content carries the same members as the HTTP problem.
+detail — ids, versions, and for bad input each field with its rule, never memory content
+— and whose structured content carries the same members as the HTTP problem. A successful
+call's structured content follows the tool's declared output schema
+(:mod:`~governed_memory.mcp_server.outputs`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.mcp_server.arguments import Args
+from governed_memory.mcp_server.outputs import Output
 
 Handler = Callable[[Any], Awaitable[types.CallToolResult]]
+
+#: Fields named, with their rules, in the text of one tool error.
+MAX_FIELDS_IN_TEXT = 10
 
 #: Hints of a tool that writes something new each call.
 WRITES = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
@@ -42,6 +48,7 @@ class ToolSpec:
     args: type[Args]
     annotations: types.ToolAnnotations
     handler: Handler
+    output: type[Output]
 
     def definition(self) -> types.Tool:
         return types.Tool(
@@ -49,6 +56,7 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=inline_refs(self.args.model_json_schema()),
+            output_schema=inline_refs(self.output.model_json_schema(mode="serialization")),
             annotations=self.annotations,
         )
 
@@ -72,10 +80,10 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return inlined
 
 
-def result(text: str, structured: dict[str, Any]) -> types.CallToolResult:
+def result(text: str, structured: Output) -> types.CallToolResult:
     """A successful call: text for the model, the same facts structured for the host."""
     return types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=structured
+        content=[types.TextContent(text=text)], structured_content=structured.dump()
     )
 
 
@@ -93,10 +101,23 @@ def tool_error(error: GovernedMemoryError) -> types.CallToolResult:
     if isinstance(error, RateLimited):
         problem["retry_after"] = error.retry_after
     return types.CallToolResult(
-        content=[types.TextContent(text=f"{error.title}: {error.detail}")],
+        content=[types.TextContent(text=f"{error.title}: {_reason(error)}")],
         structured_content=problem,
         is_error=True,
     )
+
+
+def _reason(error: GovernedMemoryError) -> str:
+    """The text an agent reads: for bad input, each field with its rule (the service's
+    detail names only the fields), never a value."""
+    if not isinstance(error, ValidationError):
+        return error.detail
+    named = [e for e in error.errors if e.field]
+    if not named:
+        return error.detail
+    shown = "; ".join(f"{e.field}: {e.message}" for e in named[:MAX_FIELDS_IN_TEXT])
+    more = len(named) - MAX_FIELDS_IN_TEXT
+    return shown + (f"; and {more} more" if more > 0 else "")
 
 
 def invalid_arguments(error: pydantic.ValidationError) -> types.CallToolResult:

@@ -3,7 +3,9 @@
 Connections come from a pool, in autocommit mode, each pointed at the store's schema. A
 snapshot pins one connection to this thread for the length of a REPEATABLE READ, read-only
 transaction, and every read of the thread goes to it. Driver and pool errors become
-``StoreUnavailable`` in one place, :func:`translate`, by class, never by message.
+``StoreUnavailable`` in one place, :func:`translate`, by class, never by message. Before
+the pool opens, :func:`.probe.probe` connects once, so a wrong URL fails at once with its
+cause instead of after the pool's timeout.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from psycopg_pool import ConnectionPool
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import sql
+from governed_memory.store.postgres.probe import probe
 
 Connection = psycopg.Connection[TupleRow]
 Params = Sequence[Any] | Mapping[str, Any]
@@ -74,6 +77,7 @@ class PostgresDatabase:
             open=False,
         )
         try:
+            probe(dsn, timeout)  # a wrong URL fails now, with its cause, not as PoolTimeout
             self._pool.open(wait=True, timeout=timeout)
             self.migrate()
             (oid,) = self.query("SELECT 'events'::regclass::oid::bigint")[0]

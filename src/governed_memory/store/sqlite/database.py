@@ -4,17 +4,27 @@ There is one writer connection, guarded by :attr:`SQLiteDatabase.write_lock`, an
 reader connection per thread; WAL lets readers see committed state without blocking the
 writer. Every connection gets the same PRAGMAs: WAL, the chosen ``synchronous`` level,
 ``secure_delete`` (deleted content is overwritten, not left in free pages) and the busy
-timeout. Driver errors become ``StoreUnavailable`` here, in
-:func:`unavailable`, by class and never with the driver's message.
+timeout.
+
+Opened ``read_only`` (the commands that only read: export, replay --verify, keys list),
+every connection is ``mode=ro`` and nothing is migrated or written; on read-only media,
+where SQLite cannot create the WAL's shared-memory file, a database whose WAL holds no
+commits is opened ``immutable`` instead, which needs neither.
+
+Driver errors become ``StoreUnavailable`` here, in :func:`unavailable`: by the error's
+SQLite result code ("not a database", "read-only", "disk full"…), never with the driver's
+message, which can quote data. Errors of opening also name the file; errors met while
+serving do not, as they may reach an HTTP client.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,9 +35,35 @@ from governed_memory.store.sqlite import sql
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
+#: What a SQLite primary result code means, in words fit for an operator.
+_REASONS = {
+    sqlite3.SQLITE_NOTADB: "not a database",
+    sqlite3.SQLITE_CORRUPT: "the database file is damaged",
+    sqlite3.SQLITE_READONLY: "read-only (the file, its folder or the medium cannot be written)",
+    sqlite3.SQLITE_CANTOPEN: "cannot open the file",
+    sqlite3.SQLITE_PERM: "permission denied",
+    sqlite3.SQLITE_AUTH: "permission denied",
+    sqlite3.SQLITE_FULL: "disk full",
+    sqlite3.SQLITE_IOERR: "input/output error",
+    sqlite3.SQLITE_BUSY: "locked by another process",
+    sqlite3.SQLITE_LOCKED: "locked",
+    sqlite3.SQLITE_NOMEM: "out of memory",
+    sqlite3.SQLITE_NOLFS: "the file is too large for this system",
+}
+
+
+def reason(error: sqlite3.Error) -> str:
+    """Why a driver error happened, from its result code (never from its message)."""
+    code: int | None = getattr(error, "sqlite_errorcode", None)
+    if code is None:
+        return type(error).__name__
+    name = str(getattr(error, "sqlite_errorname", type(error).__name__))
+    return _REASONS.get(code & 0xFF) or name
+
+
 def unavailable(error: sqlite3.Error, doing: str) -> StoreUnavailable:
-    """The domain error for a driver error met while ``doing`` (its class name only)."""
-    return StoreUnavailable(f"{doing}: {type(error).__name__}")
+    """The domain error for a driver error met while ``doing``: its reason, no message."""
+    return StoreUnavailable(f"{doing}: {reason(error)}")
 
 
 def translate(error: Exception) -> Exception:
@@ -53,11 +89,21 @@ def _statements(script: str) -> Iterator[str]:
 class SQLiteDatabase:
     """The connections to one database file, and the transactions run on them."""
 
-    def __init__(self, path: Path, synchronous: Synchronous, busy_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        synchronous: Synchronous,
+        busy_timeout_ms: int,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.path = path
         self.synchronous = synchronous
+        self.read_only = read_only
         self._busy_timeout_ms = busy_timeout_ms
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._uri = self._read_only_uri() if read_only else None
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self.writer = self._connect()
         self.write_lock = threading.Lock()
         self._local = threading.local()
@@ -66,21 +112,61 @@ class SQLiteDatabase:
         self.checkpoint_due = False  # a forget's WAL truncation still to finish
         self.closed = False
 
+    def _opening(self, error: sqlite3.Error) -> StoreUnavailable:
+        """An error of opening, naming the file; a folder SQLite cannot write its WAL in is
+        said as such (SQLite reports only that it could not open the file)."""
+        doing = f"cannot open the SQLite database {self.path}"
+        folder = self.path.parent
+        cannot_open = reason(error) == _REASONS[sqlite3.SQLITE_CANTOPEN]
+        if cannot_open and self.path.exists() and not os.access(folder, os.W_OK):
+            return StoreUnavailable(
+                f"{doing}: its folder cannot be written (read-only media, or no permission), "
+                "and SQLite needs to write its journal there; export, replay --verify and "
+                "keys list only read, and work on it"
+            )
+        if cannot_open and not folder.is_dir():
+            return StoreUnavailable(f"{doing}: its folder {folder} does not exist")
+        return unavailable(error, doing)
+
+    def _read_only_uri(self) -> str:
+        """``mode=ro``, or ``immutable=1`` where read-only media keep SQLite from creating
+        the WAL's shared memory; a WAL with commits not in the file yet cannot be read so."""
+        if not self.path.is_file():
+            raise StoreUnavailable(f"cannot open the SQLite database {self.path}: no such file")
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        try:
+            with closing(sqlite3.connect(uri, uri=True)) as probe:  # reads the file's schema
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        except sqlite3.Error as error:
+            if reason(error) != _REASONS[sqlite3.SQLITE_CANTOPEN]:
+                raise self._opening(error) from None
+            wal = self.path.with_name(self.path.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreUnavailable(
+                    f"cannot open the SQLite database {self.path} read-only: its write-ahead "
+                    f"log {wal.name} holds commits SQLite cannot read on read-only media; copy "
+                    "the folder to writable storage and run the command there"
+                ) from None
+            return f"{self.path.resolve().as_uri()}?immutable=1"
+        return uri
+
     def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self.path,
+                self._uri or self.path,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=self._busy_timeout_ms / 1000,
+                uri=self._uri is not None,
             )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            if self._uri is None:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = OFF")
         except sqlite3.Error as error:
-            raise unavailable(error, "cannot open the SQLite database") from None
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA foreign_keys = OFF")
+            raise self._opening(error) from None
         return conn
 
     def reader(self) -> sqlite3.Connection:
@@ -190,7 +276,24 @@ class SQLiteDatabase:
     # -- life cycle -----------------------------------------------------------------------
 
     def migrate(self) -> list[int]:
-        """Apply every migration not yet recorded, each in its own transaction."""
+        """Apply every migration not yet recorded, each in its own transaction; opened
+        read-only, only check that none is pending."""
+        try:
+            return self._check_migrated() if self.read_only else self._migrate()
+        except sqlite3.Error as error:
+            raise self._opening(error) from None
+
+    def _check_migrated(self) -> list[int]:
+        rows = self.writer.execute("SELECT version FROM schema_migrations").fetchall()
+        pending = {number for number, _ in scripts("sqlite")} - {row[0] for row in rows}
+        if pending:
+            raise StoreUnavailable(
+                f"the SQLite database {self.path} needs migration {min(pending)} and is opened "
+                "read-only: run the command on a writable copy"
+            )
+        return []
+
+    def _migrate(self) -> list[int]:
         conn = self.writer
         applied: list[int] = []
         with self.write_lock:
@@ -232,4 +335,4 @@ class SQLiteDatabase:
             self.writer.close()
 
 
-__all__ = ["SQLiteDatabase", "Synchronous", "translate", "unavailable"]
+__all__ = ["SQLiteDatabase", "Synchronous", "reason", "translate", "unavailable"]

@@ -49,10 +49,13 @@ class SQLiteStore(SQLReads):
         *,
         synchronous: Synchronous = "FULL",
         busy_timeout_ms: int = 10_000,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
-        self.database = SQLiteDatabase(self.path, synchronous, busy_timeout_ms)
+        # read_only: for commands that only read (export, replay --verify, keys list), so
+        # a store on read-only media can still be exported; nothing is migrated or written.
+        self.database = SQLiteDatabase(self.path, synchronous, busy_timeout_ms, read_only=read_only)
         super().__init__(self.database, sql)
         self._batches = SQLiteBatches(self.database)
         self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
