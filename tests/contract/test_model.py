@@ -240,7 +240,7 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(
         tenant=st.sampled_from(TENANTS),
         memory_id=st.sampled_from(IDS),
-        by_writer=st.booleans(),
+        by=st.sampled_from(["writer", "writer-second-key", "reviewer"]),
         stale=st.booleans(),
         promote=st.booleans(),
         keyed=st.booleans(),
@@ -249,13 +249,15 @@ class Lifecycle(RuleBasedStateMachine):
         self,
         tenant: str,
         memory_id: str,
-        by_writer: bool,
+        by: str,
         stale: bool,
         promote: bool,
         keyed: bool,
     ) -> None:
         item = self.model.get((tenant, memory_id))
-        who = writer(tenant) if by_writer else reviewer(tenant)
+        who = writer(tenant) if by == "writer" else reviewer(tenant)
+        if by == "writer-second-key":  # one person, another key: still the writer
+            who = dataclasses.replace(writer(tenant), credential_id="key:second")
         version = 0 if item is None else item.version
         expected_version = version + 1 if stale else version
         outcome: type[GovernedMemoryError] | None = None
@@ -265,8 +267,8 @@ class Lifecycle(RuleBasedStateMachine):
             outcome = VersionConflict
         elif item.status is not Status.QUARANTINED:
             outcome = InvalidTransition
-        elif promote and item.writer == who.principal_id:
-            outcome = SelfPromotion
+        elif item.writer == who.principal_id:
+            outcome = SelfPromotion  # four eyes: neither promote nor reject your own
         call = self.service.promote if promote else self.service.reject
         if outcome is not None:
             with pytest.raises(outcome):

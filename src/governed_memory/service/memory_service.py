@@ -55,6 +55,7 @@ from governed_memory.service.idempotency import (
     record_of,
 )
 from governed_memory.service.maintenance import Maintenance
+from governed_memory.service.reading import shown
 from governed_memory.service.retrieval import Retrieval
 from governed_memory.service.vault import KeyCache, Vault
 from governed_memory.tokens import Tokenizer, default_tokenizer
@@ -260,7 +261,7 @@ class MemoryService:
         key = parse_key(idempotency_key)
         access.require_forget(principal)
         digest = fingerprint(command.fingerprint())
-        keyed = self._idempotency.for_forget(principal.tenant_id, key, digest)
+        keyed = self._idempotency.for_forget(principal, key, digest)
         return self._idempotency.once(
             keyed,
             lambda: retried(
@@ -304,12 +305,12 @@ class MemoryService:
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, principal: Principal, memory_id: str) -> MemoryItem:
-        """One item of the caller's tenant and agents; content ``None`` once deleted."""
+        """One item of the caller's tenant and agents; content ``None`` once deleted, and
+        withheld from a caller without ``memory:review`` while the item is untrusted."""
         access.require_scope(principal, Scope.MEMORY_READ)
         memory_id = values.memory_id(memory_id)
         found = self.store.get(principal.tenant_id, memory_id)
-        state = access.require_visible(principal, found, memory_id)
-        return MemoryItem.from_state(state, self._vault.decrypt(state))
+        return shown(principal, access.require_visible(principal, found, memory_id), self._vault)
 
     def search(
         self, principal: Principal, request: SearchQuery | Mapping[str, Any]

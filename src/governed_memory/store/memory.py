@@ -48,7 +48,7 @@ class MemoryStore:
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
         self._keys: dict[tuple[str, str], SubjectKey] = {}
-        self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
         self._api_keys: dict[str, ApiKey] = {}
         self._meta: dict[str, str] = {}
 
@@ -68,12 +68,9 @@ class MemoryStore:
             if batch.idempotency is not None:
                 record = batch.idempotency
                 position = stored[0].position if stored else None
-                self._idempotency[(record.tenant_id, record.key)] = IdempotencyRecord(
-                    record.tenant_id,
-                    record.key,
-                    record.fingerprint,
-                    record.result,
-                    position,
+                where = (batch.tenant_id, record.credential, record.key)
+                self._idempotency[where] = dataclasses.replace(
+                    record, tenant_id=batch.tenant_id, position=position
                 )
             if batch.destroy_key is not None:
                 self._keys.pop((batch.tenant_id, batch.destroy_key), None)
@@ -81,7 +78,8 @@ class MemoryStore:
 
     def _check(self, batch: Batch) -> None:
         if batch.idempotency is not None:
-            existing = self._idempotency.get((batch.tenant_id, batch.idempotency.key))
+            record = batch.idempotency
+            existing = self._idempotency.get((batch.tenant_id, record.credential, record.key))
             if existing is not None:
                 raise IdempotencyKeyTaken(existing)
         if batch.require_key is not None:
@@ -153,9 +151,9 @@ class MemoryStore:
             found = ((s, self._keys.get((tenant_id, s))) for s in set(subject_ids))
             return {s: key for s, key in found if key is not None}
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
         with self._lock:
-            return self._idempotency.get((tenant_id, key))
+            return self._idempotency.get((tenant_id, credential, key))
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         with self._lock:
@@ -325,6 +323,12 @@ class MemoryStore:
             if key.revoked_at is None:
                 self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
             return True
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        with self._lock:
+            key = self._api_keys.get(key_id)
+            if key is not None and (key.last_used_at is None or key.last_used_at < at):
+                self._api_keys[key_id] = dataclasses.replace(key, last_used_at=at)
 
     def meta(self, name: str) -> str | None:
         with self._lock:
