@@ -42,7 +42,9 @@ class EventLog(Protocol):
         ``SubjectKeyGone`` and write nothing if a precondition fails."""
         ...
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
+        """The record the credential made with this key in its tenant, if any."""
+        ...
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         """Committed events with a position above ``after``, in position order."""
@@ -164,6 +166,10 @@ class ApiKeys(Protocol):
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         """Mark a key revoked; False if no such key (revoking twice keeps the first time)."""
+        ...
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        """Record that the key was used at ``at``, unless a later use is recorded already."""
         ...
 
 

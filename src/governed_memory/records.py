@@ -49,10 +49,17 @@ class ItemKey:
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
-    """A stored API key: who it is for and what it may do; never the secret itself."""
+    """A stored API key: whose it is, what it may do, until when; never the secret itself.
+
+    ``principal_id`` names the person or service account the key belongs to: four eyes
+    compare it, and events name it. Keys made before principals existed belong to
+    ``key:<key id>``, the name their events already carry. ``last_used_at`` is coarse: each
+    instance records a key's use at most once a minute (see ``http.auth``).
+    """
 
     key_id: str
     tenant_id: str
+    principal_id: str
     agents: frozenset[str] | None
     scopes: frozenset[Scope]
     max_trust: Trust
@@ -60,20 +67,40 @@ class ApiKey:
     created_at: datetime
     name: str | None = None
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
 
     @property
-    def principal_id(self) -> str:
-        return f"key:{self.key_id}"
+    def credential_id(self) -> str:
+        """The name of the key as a credential, which idempotency records belong to."""
+        return credential_of(self.key_id)
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the key has passed its expiry at ``now``."""
+        return self.expires_at is not None and now >= self.expires_at
+
+    def state(self, now: datetime) -> str:
+        """``revoked``, ``expired`` or ``active`` at ``now``."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expired(now) else "active"
 
     def principal(self) -> Principal:
-        """The principal this key authenticates."""
+        """The principal this key authenticates, acting with this key as its credential."""
         return Principal(
             tenant_id=self.tenant_id,
             principal_id=self.principal_id,
             scopes=self.scopes,
             max_trust=self.max_trust,
             agents=self.agents,
+            credential_id=self.credential_id,
         )
+
+
+def credential_of(key_id: str) -> str:
+    """``key:<key id>``: an API key's name as a credential, and the principal of keys made
+    before principals existed (what their events name as actor)."""
+    return f"key:{key_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +125,13 @@ class ItemChange:
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
-    """The first outcome of a request made with an idempotency key."""
+    """The first outcome of a request made with an idempotency key, by one credential."""
 
     tenant_id: str
+    # The credential that made the request (``Principal.credential``): records are kept
+    # per (tenant, credential, key), so another key's use of the same key string neither
+    # replays nor blocks nor reveals it.
+    credential: str
     key: str
     fingerprint: str
     result: Mapping[str, Any]
@@ -196,4 +227,5 @@ __all__ = [
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",
+    "credential_of",
 ]

@@ -200,12 +200,14 @@ def test_list_pages_through_memories_with_filters(served: Served, client: Client
 
 
 def test_history_gives_a_rejection_its_reason(served: Served) -> None:
-    """The memory.rejected entry of a history reads back with the reviewer's reason."""
+    """The memory.rejected entry of a history reads back with the reviewer's reason, for a
+    key that may read the memory's content."""
     writer = served.client(served.key("memory:write,audit:read", trust="untrusted"))
-    reviewer = served.client(served.key("memory:review"))
+    reviewer = served.client(served.key("memory:review,audit:read"))
     item = writer.create(**fact(trust="untrusted")).item
     reviewer.reject(item.id, item.version, "contradicts the CRM")
-    rejected = writer.history(item.id)[-1]
+    assert writer.history(item.id)[-1].reason is None  # unreviewed: for reviewers only
+    rejected = reviewer.history(item.id)[-1]
     assert (rejected.type, rejected.reason) == ("memory.rejected", "contradicts the CRM")
 
 

@@ -91,6 +91,7 @@ class Expected:
     supersedes: str | None = None
     superseded_by: str | None = None
     has_content: bool = True
+    untrusted: bool = False  # nobody vouched for it: its content is for reviewers only
 
     def changed(self, now: datetime, status: Status | None = None) -> None:
         """One more version, changed ``now`` (to ``status``, if given)."""
@@ -263,6 +264,7 @@ class Lifecycle(RuleBasedStateMachine):
             kind=kind,
             words=words,
             status=status,
+            untrusted=not trusted,
             version=version + 1,
             writer=who.principal_id,
             writers=frozenset({who.principal_id}) | (current.writers if current else set()),
@@ -281,7 +283,7 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(
         tenant=st.sampled_from(TENANTS),
         memory_id=st.sampled_from(IDS),
-        by_writer=st.booleans(),
+        by=st.sampled_from(["writer", "writer-second-key", "reviewer"]),
         stale=st.booleans(),
         promote=st.booleans(),
         keyed=st.booleans(),
@@ -290,13 +292,15 @@ class Lifecycle(RuleBasedStateMachine):
         self,
         tenant: str,
         memory_id: str,
-        by_writer: bool,
+        by: str,
         stale: bool,
         promote: bool,
         keyed: bool,
     ) -> None:
         item = self.model.get((tenant, memory_id))
-        who = writer(tenant) if by_writer else reviewer(tenant)
+        who = writer(tenant) if by == "writer" else reviewer(tenant)
+        if by == "writer-second-key":  # one person, another key: still the writer
+            who = dataclasses.replace(writer(tenant), credential_id="key:second")
         version = 0 if item is None else item.version
         expected_version = version + 1 if stale else version
         outcome: type[GovernedMemoryError] | None = None
@@ -306,8 +310,8 @@ class Lifecycle(RuleBasedStateMachine):
             outcome = VersionConflict
         elif item.status_at(self.clock.now()) is not Status.QUARANTINED:
             outcome = InvalidTransition
-        elif promote and item.writer == who.principal_id:
-            outcome = SelfPromotion
+        elif item.writer == who.principal_id:
+            outcome = SelfPromotion  # four eyes: neither promote nor reject your own
         call = self.service.promote if promote else self.service.reject
         if outcome is not None:
             with pytest.raises(outcome):
@@ -325,6 +329,7 @@ class Lifecycle(RuleBasedStateMachine):
                 )
             )
         item.changed(self.clock.now(), Status.ACTIVE if promote else Status.REJECTED)
+        item.untrusted = item.untrusted and not promote
         if promote:
             self._supersede(tenant, memory_id, item)
         assert result.status is item.status
@@ -478,7 +483,8 @@ class Lifecycle(RuleBasedStateMachine):
             for item in seen:
                 model = self.model[(tenant, item.id)]
                 assert item.status is model.status_at(now)
-                assert (item.content is not None) == model.has_content
+                readable = not model.untrusted or who.has(Scope.MEMORY_REVIEW)
+                assert (item.content is not None) == (model.has_content and readable)
 
     def _pages(
         self, who: Principal, agent_id: str | None, status: Status | None, limit: int

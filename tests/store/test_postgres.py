@@ -312,9 +312,11 @@ def test_an_idempotency_key_taken_meanwhile_returns_the_first_record(
     store = open_store()
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     service.write(WRITER, body(id="m1"), idempotency_key="retry-1")
-    first = store.idempotency("acme", "retry-1")
+    first = store.idempotency("acme", WRITER.credential, "retry-1")
     assert first is not None
-    again = IdempotencyRecord("acme", "retry-1", "other-fingerprint", {"memory_id": "x"})
+    again = IdempotencyRecord(
+        "acme", WRITER.credential, "retry-1", "other-fingerprint", {"memory_id": "x"}
+    )
 
     with pytest.raises(IdempotencyKeyTaken) as caught:
         store.commit(Batch("acme", [], [], again))

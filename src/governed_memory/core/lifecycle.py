@@ -15,6 +15,7 @@ from datetime import datetime
 from governed_memory.core.access import (
     require_erase,
     require_forget,
+    require_four_eyes,
     require_review,
     require_visible,
     require_write,
@@ -48,7 +49,6 @@ from governed_memory.errors import (
     InvalidTransition,
     NotFound,
     PermissionDenied,
-    SelfPromotion,
     ValidationError,
     VersionConflict,
 )
@@ -259,8 +259,7 @@ def decide_promote(
 ) -> list[Event]:
     """A reviewer other than the writer makes a quarantined item active and verified."""
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
-    if item.written_by == ctx.principal.principal_id:
-        raise SelfPromotion(f"memory {item.id!r} was written by this principal")
+    require_four_eyes(ctx.principal, item, "promote")
     events: list[Event] = [MemoryPromoted(**ctx.next_of(item))]
     if item.supersedes_id is not None:
         events += _supersede(ctx, item.id, item, target)
@@ -273,8 +272,10 @@ def decide_reject(
     current: ItemState | None,
     sealed_reason: bytes | None,
 ) -> list[Event]:
-    """A reviewer rejects a quarantined item; it is kept, never retrieved."""
+    """A reviewer other than the writer rejects a quarantined item; it is kept, never
+    retrieved."""
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
+    require_four_eyes(ctx.principal, item, "reject")
     return [MemoryRejected(**ctx.next_of(item), reason=sealed_reason)]
 
 
@@ -328,10 +329,7 @@ def decide_erase(
     """
     require_erase(ctx.principal)
     item = require_visible(ctx.principal, current, command.memory_id)
-    if ctx.principal.principal_id in writers:
-        raise SelfPromotion(
-            f"memory {item.id!r} was written by this principal: another principal must erase it"
-        )
+    require_four_eyes(ctx.principal, item, "erase", writers)
     if item.status is Status.DELETED:
         return []
     if legacy:

@@ -34,8 +34,12 @@ RETAINED_STATUSES = frozenset({Status.EXPIRED, Status.REJECTED, Status.SUPERSEDE
 class Principal:
     """Who acts: one tenant, the agents it may act for, its scopes and its trust ceiling.
 
+    ``principal_id`` names the person or service account: events name it as their actor,
+    and four eyes compare it. ``credential_id`` names the credential it acts with
+    (``key:<key id>`` for an API key); idempotency records belong to the credential. A
+    library caller without a credential is its own: see :attr:`credential`.
     ``agents`` is ``None`` when the credential may act for every agent of its tenant.
-    ``admin`` grants key administration only; it implies no memory scope.
+    ``admin``, which older keys may carry, grants nothing (new keys cannot have it).
     """
 
     tenant_id: str
@@ -43,6 +47,12 @@ class Principal:
     scopes: frozenset[Scope]
     max_trust: Trust = Trust.UNTRUSTED
     agents: frozenset[str] | None = None
+    credential_id: str | None = None
+
+    @property
+    def credential(self) -> str:
+        """The credential this principal acts with: its key, or else the principal itself."""
+        return self.principal_id if self.credential_id is None else self.credential_id
 
     def has(self, scope: Scope) -> bool:
         """Whether the credential carries ``scope``."""

@@ -65,7 +65,7 @@ IdempotencyKey = Annotated[
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "Malformed JSON",
-        401: "Missing, unknown or revoked API key",
+        401: "Missing, unknown, revoked or expired API key",
         403: "Scope, agent or trust not allowed; self-review or self-erase",
         404: "Unknown item, or another tenant's or agent's",
         409: "Version conflict (with current_version), not quarantined, idempotency key "

@@ -8,6 +8,7 @@ import dataclasses
 from datetime import datetime
 
 from governed_memory.core import access, values
+from governed_memory.core.access import may_read_content
 from governed_memory.core.commands import bounded_int
 from governed_memory.core.events import MemoryRejected, StoredEvent, SubjectForgotten
 from governed_memory.core.model import Principal
@@ -15,7 +16,7 @@ from governed_memory.core.projection import diff, replay, versions_of
 from governed_memory.core.values import Scope
 from governed_memory.ports import Store
 from governed_memory.results import AuditEvent, ItemPage, ReplayReport, decode_cursor
-from governed_memory.service.reads import MAX_PAGE, Reads, may_read_content
+from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
 

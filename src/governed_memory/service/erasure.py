@@ -52,7 +52,7 @@ class Erasure(UseCase):
         key = parse_key(idempotency_key)
         access.require_forget(principal)
         digest = fingerprint(command.fingerprint())
-        keyed = self._idempotency.for_forget(principal.tenant_id, key, digest)
+        keyed = self._idempotency.for_forget(principal, key, digest)
         return self._idempotency.once(
             keyed,
             lambda: retried(

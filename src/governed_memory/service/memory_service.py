@@ -243,7 +243,8 @@ class MemoryService:
 
     def get(self, principal: Principal, memory_id: str) -> MemoryItem:
         """One item of the caller's tenant and agents as it is now (``expired`` once its
-        ``expires_at`` passed); content ``None`` once destroyed."""
+        ``expires_at`` passed); content ``None`` once destroyed, and withheld from a caller
+        without ``memory:review`` while the item is untrusted."""
         return self._reads.get(principal, memory_id, self.clock.now())
 
     def browse(

@@ -1,9 +1,9 @@
-"""Reading items: one by id, or a page of them without a query (browse).
+"""Reading items: one by id, or a page of them without a query (browse, the review queue).
 
 Every read shows an item as it is at the moment of the read: a live item past its
 ``expires_at`` reads as ``expired`` at once, before the expiry worker records it. Whether
-a credential that may see an item may also read its content is decided in one place,
-:func:`may_read_content`.
+a credential that may see an item may also read its content is decided in one place
+(:mod:`.reading`).
 """
 
 from __future__ import annotations
@@ -12,23 +12,18 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from governed_memory.core import access, values
+from governed_memory.core.access import may_read_content
 from governed_memory.core.commands import bounded_int
 from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.values import Kind, Status
 from governed_memory.ports import Store
 from governed_memory.records import BrowseRequest
 from governed_memory.results import ItemPage, decode_cursor, encode_cursor
+from governed_memory.service.reading import shown
 from governed_memory.service.vault import Vault
 
 #: The largest page a browse or the review queue returns.
 MAX_PAGE = 500
-
-
-def may_read_content(principal: Principal, state: ItemState) -> bool:
-    """Whether ``principal``, who may see ``state`` (its tenant and agent), may also read
-    its content. Every read of content asks here, so the rule lives in one place; today a
-    credential that may see an item may read what it says, whatever its status."""
-    return access.visible(principal, state)
 
 
 class Reads:
@@ -98,11 +93,4 @@ class Reads:
             {state.subject_id for state in readable},
             [state.id for state in readable],
         )
-        return [
-            MemoryItem.from_state(
-                state,
-                self._vault.decrypt(state, keys) if may_read_content(principal, state) else None,
-                now,
-            )
-            for state in states
-        ]
+        return [shown(principal, state, self._vault, keys, now) for state in states]

@@ -6,6 +6,7 @@ makes each batch atomic and keeps positions in commit order.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -46,7 +47,7 @@ class MemoryStore(MemoryKeys):
         self._items: dict[tuple[str, str], ItemState] = {}
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
-        self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -64,19 +65,17 @@ class MemoryStore(MemoryKeys):
             if batch.idempotency is not None:
                 record = batch.idempotency
                 position = stored[0].position if stored else None
-                self._idempotency[(record.tenant_id, record.key)] = IdempotencyRecord(
-                    record.tenant_id,
-                    record.key,
-                    record.fingerprint,
-                    record.result,
-                    position,
+                where = (batch.tenant_id, record.credential, record.key)
+                self._idempotency[where] = dataclasses.replace(
+                    record, tenant_id=batch.tenant_id, position=position
                 )
             self._change_item_keys(batch)
             return stored
 
     def _check(self, batch: Batch) -> None:
         if batch.idempotency is not None:
-            existing = self._idempotency.get((batch.tenant_id, batch.idempotency.key))
+            record = batch.idempotency
+            existing = self._idempotency.get((batch.tenant_id, record.credential, record.key))
             if existing is not None:
                 raise IdempotencyKeyTaken(existing)
         if batch.require_key is not None:
@@ -148,9 +147,9 @@ class MemoryStore(MemoryKeys):
                 key=lambda item: item.id,
             )
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
         with self._lock:
-            return self._idempotency.get((tenant_id, key))
+            return self._idempotency.get((tenant_id, credential, key))
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         with self._lock:

@@ -90,6 +90,12 @@ class MemoryKeys:
                 self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
             return True
 
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        with self._lock:
+            key = self._api_keys.get(key_id)
+            if key is not None and (key.last_used_at is None or key.last_used_at < at):
+                self._api_keys[key_id] = dataclasses.replace(key, last_used_at=at)
+
     def meta(self, name: str) -> str | None:
         with self._lock:
             return self._meta.get(name)

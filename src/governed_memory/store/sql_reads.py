@@ -64,6 +64,7 @@ class Dialect(Protocol):
     GET_API_KEY: str
     INSERT_API_KEY: str
     REVOKE_API_KEY: str
+    TOUCH_API_KEY: str
     GET_META: str
     CLAIM_META: str
     REPLACE_META: str
@@ -269,9 +270,9 @@ class SQLReads:
 
     # -- the log --------------------------------------------------------------------------
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
-        rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, key))
-        return idempotency_from_row(tenant_id, key, rows[0]) if rows else None
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
+        rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, credential, key))
+        return idempotency_from_row(tenant_id, credential, key, rows[0]) if rows else None
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         if tenant_id is None:
@@ -336,6 +337,10 @@ class SQLReads:
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         return bool(self._db.write(self._sql.REVOKE_API_KEY, (to_micros(at), key_id)))
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        micros = to_micros(at)
+        self._db.write(self._sql.TOUCH_API_KEY, (micros, key_id, micros))
 
 
 __all__ = ["Database", "Dialect", "SQLReads"]

@@ -137,6 +137,7 @@ class PostgresBatches:
                     sql.INSERT_IDEMPOTENCY,
                     {
                         "tenant": tenant,
+                        "credential": record.credential,
                         "key": record.key,
                         "fingerprint": record.fingerprint,
                         "result": idempotency_result(record),
@@ -171,10 +172,10 @@ class PostgresBatches:
         """
         tenant = batch.tenant_id
         if batch.idempotency is not None:
-            key = batch.idempotency.key
-            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            credential, key = batch.idempotency.credential, batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
             if row is not None:
-                return IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+                return IdempotencyKeyTaken(idempotency_from_row(tenant, credential, key, row))
         required = batch.require_key
         if required is not None:
             rows = conn.execute(

@@ -65,7 +65,8 @@ SUBJECT_KEYS = (
     "ORDER BY tenant_id, subject_id LIMIT %s"
 )
 GET_IDEMPOTENCY = (
-    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = %s AND key = %s"
+    "SELECT fingerprint, result, position FROM idempotency "
+    "WHERE tenant_id = %s AND credential = %s AND key = %s"
 )
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
 TENANT_EVENTS_AFTER = (
@@ -98,6 +99,10 @@ REPLACE_META = (
 )
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE key_id = %s RETURNING key_id"
+)
+TOUCH_API_KEY = (
+    "UPDATE api_keys SET last_used_at = %s WHERE key_id = %s "
+    "AND (last_used_at IS NULL OR last_used_at < %s) RETURNING key_id"
 )
 
 # Scope statistics and the document frequency of each query term, in one statement.
@@ -183,8 +188,8 @@ INSERT_EVENT = (
 # The first statement of a batch, as the SQLite store checks the key first; the batch's
 # first event takes the next position, since the write lock is held.
 INSERT_IDEMPOTENCY = (
-    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES "
-    "(%(tenant)s, %(key)s, %(fingerprint)s, %(result)s, "
+    "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
+    "VALUES (%(tenant)s, %(credential)s, %(key)s, %(fingerprint)s, %(result)s, "
     f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
 )
 REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"

@@ -128,6 +128,7 @@ class SQLiteBatches:
                 sql.INSERT_IDEMPOTENCY,
                 (
                     batch.tenant_id,
+                    record.credential,
                     record.key,
                     record.fingerprint,
                     idempotency_result(record),
@@ -144,10 +145,10 @@ class SQLiteBatches:
         """Refuse a batch whose idempotency key is taken or whose subject key is gone."""
         tenant = batch.tenant_id
         if batch.idempotency is not None:
-            key = batch.idempotency.key
-            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            credential, key = batch.idempotency.credential, batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
             if row is not None:
-                raise IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+                raise IdempotencyKeyTaken(idempotency_from_row(tenant, credential, key, row))
         if batch.require_key is not None:
             required = batch.require_key
             row = conn.execute(sql.GET_KEY_ID, (required.tenant_id, required.subject_id)).fetchone()

@@ -62,7 +62,8 @@ SUBJECT_KEYS = (
     "ORDER BY tenant_id, subject_id LIMIT ?"
 )
 GET_IDEMPOTENCY = (
-    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = ? AND key = ?"
+    "SELECT fingerprint, result, position FROM idempotency "
+    "WHERE tenant_id = ? AND credential = ? AND key = ?"
 )
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_EVENTS_AFTER = (
@@ -95,6 +96,10 @@ REPLACE_META = (
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ? RETURNING key_id"
 )
+TOUCH_API_KEY = (
+    "UPDATE api_keys SET last_used_at = ? WHERE key_id = ? "
+    "AND (last_used_at IS NULL OR last_used_at < ?) RETURNING key_id"
+)
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
     "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
@@ -118,7 +123,8 @@ IMPORT_EVENT = (
     f"VALUES ({marks(len(EVENT_COLUMNS) + 1)})"
 )
 INSERT_IDEMPOTENCY = (
-    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
 )
 # A new item is a plain INSERT: the unique (tenant_id, id) refuses it when the id exists.
 # A change is an UPDATE guarded by the version it was decided on; matching no row fails.
