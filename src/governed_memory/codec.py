@@ -21,9 +21,6 @@ from governed_memory.core.events import (
     SCHEMA_VERSION,
     Event,
     MemoryContentDestroyed,
-    MemoryErased,
-    MemoryExpired,
-    MemoryPromoted,
     MemoryRejected,
     MemorySuperseded,
     MemoryWritten,
@@ -159,15 +156,9 @@ def event_from_row(row: EventRow) -> Event:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
             return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
-        if cls is MemoryContentDestroyed:
-            if payload["cause"] != RETENTION:
-                raise CodecError(f"unknown cause of {row.type}")
-            return MemoryContentDestroyed(cause=RETENTION, **common)
-        if cls is MemoryPromoted:
-            return MemoryPromoted(**common)
-        if cls is MemoryErased:
-            return MemoryErased(**common)
-        return MemoryExpired(**common)
+        if cls is MemoryContentDestroyed and payload["cause"] != RETENTION:
+            raise CodecError(f"unknown cause of {row.type}")
+        return cls(**common)  # the rest carry nothing but the header (and a known cause)
     except CodecError:
         raise
     except (KeyError, TypeError, ValueError) as error:
