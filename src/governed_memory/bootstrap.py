@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from governed_memory.core.policy import TtlPolicy
+from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
     Keyring,
@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for libra
     from governed_memory.config import Settings
 
 log = logging.getLogger("governed_memory.bootstrap")
+
+#: The TTL and retention policies a service is opened with (``None``: the defaults).
+Policies = tuple[TtlPolicy | None, RetentionPolicy | None]
 
 #: Said when a key file is missing: where earlier versions put the key of a sqlite:/// store.
 LEGACY_KEY_HINT = (
@@ -138,6 +141,7 @@ def open_service(
     synchronous: Synchronous = "FULL",
     policy: TtlPolicy | None = None,
     clock: Clock | None = None,
+    retention: RetentionPolicy | None = None,
     **options: Any,
 ) -> MemoryService:
     """A ready service: store opened and migrated, keyring loaded; ``close()`` it after.
@@ -145,8 +149,9 @@ def open_service(
     With PostgreSQL the master key must be given: instances sharing a database must wrap
     subject keys with the same key, and a key file per instance would split them.
     """
+    policies = (policy, retention)
     service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policy, clock, options=options
+        data_dir, database_url, master_key, synchronous, policies, clock, options=options
     )
     return service
 
@@ -177,7 +182,7 @@ def open_from(settings: Settings, *, read_only: bool = False) -> tuple[MemorySer
         settings.database_url,
         settings.master_key_value(),
         settings.sqlite_synchronous,
-        settings.ttl_policy(),
+        (settings.ttl_policy(), settings.retention_policy()),
         None,
         options=settings.store_options() | {"read_only": read_only},
     )
@@ -188,7 +193,7 @@ def _open(
     database_url: str | None,
     master_key: str | None,
     synchronous: Synchronous,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
     *,
     options: dict[str, Any],
@@ -202,14 +207,14 @@ def _open(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
     keys = key_directory(data_dir, database_url)
-    return _service_over(store, keys, master_key, policy, clock), store
+    return _service_over(store, keys, master_key, policies, clock), store
 
 
 def _service_over(
     store: Store,
     key_dir: Path,
     master_key: str | None,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
 ) -> MemoryService:
     """The service over ``store`` with the matching keyring; the store is closed on failure."""
@@ -218,7 +223,8 @@ def _service_over(
     except BaseException:
         store.close()
         raise
-    return MemoryService(store, keyring, policy=policy, clock=clock)
+    policy, retention = policies
+    return MemoryService(store, keyring, policy=policy, retention=retention, clock=clock)
 
 
 def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Keyring:

@@ -17,10 +17,10 @@ from typing import Any
 
 from governed_memory.core.events import (
     EVENT_TYPES,
+    RETENTION,
     SCHEMA_VERSION,
     Event,
-    MemoryExpired,
-    MemoryPromoted,
+    MemoryContentDestroyed,
     MemoryRejected,
     MemorySuperseded,
     MemoryWritten,
@@ -104,6 +104,8 @@ def payload_of(event: Event) -> dict[str, Any]:
         return {"superseded_by": event.superseded_by}
     if isinstance(event, SubjectForgotten):
         return {"subject_id": event.subject_id}
+    if isinstance(event, MemoryContentDestroyed):
+        return {"cause": event.cause}
     return {}
 
 
@@ -154,9 +156,9 @@ def event_from_row(row: EventRow) -> Event:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
             return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
-        if cls is MemoryPromoted:
-            return MemoryPromoted(**common)
-        return MemoryExpired(**common)
+        if cls is MemoryContentDestroyed and payload["cause"] != RETENTION:
+            raise CodecError(f"unknown cause of {row.type}")
+        return cls(**common)  # the rest carry nothing but the header (and a known cause)
     except CodecError:
         raise
     except (KeyError, TypeError, ValueError) as error:

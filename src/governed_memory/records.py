@@ -18,7 +18,7 @@ from typing import Any
 from governed_memory.core.events import Event
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.retrieval import Candidate, ScopeStatistics
-from governed_memory.core.values import Kind, Scope, Trust
+from governed_memory.core.values import Kind, Scope, Status, Trust
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,22 @@ class SubjectKey:
     """A subject's data key as stored: wrapped under the master key."""
 
     tenant_id: str
+    subject_id: str
+    key_id: bytes
+    wrapped: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ItemKey:
+    """One item's own data key as stored: wrapped under its subject's key.
+
+    Every version of the item is sealed with it; deleting the row (erase, retention)
+    destroys the item's content alone, and forgetting the subject destroys it with the key
+    that wraps it.
+    """
+
+    tenant_id: str
+    memory_id: str
     subject_id: str
     key_id: bytes
     wrapped: bytes
@@ -131,9 +147,43 @@ class Batch:
     changes: Sequence[ItemChange] = ()
     idempotency: IdempotencyRecord | None = None
     require_key: SubjectKey | None = None
-    # A subject whose key is destroyed; the store refuses the batch (SubjectChanged) if
-    # any item of that subject would be left undeleted.
+    # A subject whose key is destroyed, and with it every item key it wraps; the store
+    # refuses the batch (SubjectChanged) if any item of that subject would be left undeleted.
     destroy_key: str | None = None
+    # The key of an item the batch creates, stored with it.
+    new_item_key: ItemKey | None = None
+    # An item whose own key is destroyed (erase, retention): its content is gone for good.
+    destroy_item_key: str | None = None
+
+    @property
+    def destroys_keys(self) -> bool:
+        """Whether committing the batch destroys a key (SQLite then checkpoints its WAL)."""
+        return self.destroy_key is not None or self.destroy_item_key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseRequest:
+    """A page of a tenant's items without a query (``GET /v1/memories``), every filter in
+    the store's query, in (``updated_at``, id) order after the cursor ``after``.
+
+    ``agents`` are those the credential may act for (``None``: all of the tenant's);
+    ``status`` is matched as of ``now``: a live item past its expiry counts as expired.
+    """
+
+    tenant_id: str
+    agents: frozenset[str] | None
+    now: datetime
+    limit: int
+    agent_id: str | None = None
+    purpose: str | None = None
+    subject_id: str | None = None
+    status: Status | None = None
+    kind: Kind | None = None
+    after: tuple[int, str] | None = None
+
+
+#: Where a retention sweep stands: the (updated_at µs, tenant, id) of the last item it saw.
+RetentionCursor = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +218,12 @@ class SearchMatches:
 __all__ = [
     "ApiKey",
     "Batch",
+    "BrowseRequest",
     "IdempotencyRecord",
     "IndexDoc",
     "ItemChange",
+    "ItemKey",
+    "RetentionCursor",
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",

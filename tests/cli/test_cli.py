@@ -13,6 +13,7 @@ import pytest
 from governed_memory import open_service
 from tests.cli.conftest import Gmem
 from tests.support.fakes import FakeClock, body, principal
+from tests.support.legacy import write_legacy
 
 
 def write_items(data_dir: Path, count: int = 2, clock: FakeClock | None = None) -> list[str]:
@@ -74,8 +75,40 @@ def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:
     write_items(tmp_path, count=2, clock=past)
     run = gmem("expire", "--data-dir", str(tmp_path))
     assert run.status == 0
-    assert run.out.strip() == "expired 2 item(s)"
-    assert gmem("expire", "--data-dir", str(tmp_path)).out.strip() == "expired 0 item(s)"
+    assert run.out.splitlines() == [
+        "expired 2 item(s)",
+        "destroyed the content of 0 item(s) past retention",
+    ]
+    assert gmem("expire", "--data-dir", str(tmp_path)).out.splitlines()[0] == "expired 0 item(s)"
+
+
+def test_expire_applies_retention_and_counts_what_it_skips(gmem: Gmem, tmp_path: Path) -> None:
+    """With a retention window of 0 given by its flag, expire destroys the content of what
+    it expired; a memory written before items had keys is skipped, and the output says so."""
+    past = FakeClock(datetime.now(UTC) - timedelta(days=800))
+    write_items(tmp_path, count=2, clock=past)
+    service = open_service(data_dir=tmp_path, clock=past)
+    try:
+        write_legacy(service, principal(), body(id="old"))
+    finally:
+        service.close()
+    run = gmem("expire", "--retention-fact-expired-seconds", "0", "--data-dir", str(tmp_path))
+    assert run.status == 0, run.err
+    assert run.out.splitlines() == [
+        "expired 3 item(s)",
+        "destroyed the content of 2 item(s) past retention",
+        "skipped 1 item(s) past retention written before items had keys of their own: "
+        "only forgetting their subjects destroys their content",
+    ]
+    service = open_service(data_dir=tmp_path)
+    try:
+        assert [service.get(principal(), m).content is None for m in ("m-0", "m-1", "old")] == [
+            True,
+            True,
+            False,
+        ]
+    finally:
+        service.close()
 
 
 def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
@@ -92,7 +125,7 @@ def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
     (target / "master.key").write_bytes((source / "master.key").read_bytes())
     run = gmem("import", str(export), "--data-dir", str(target))
     assert run.status == 0, run.err
-    assert "imported 3 event(s)" in run.out
+    assert "imported 3 event(s), 1 subject key(s), 3 item key(s)" in run.out
     service = open_service(data_dir=target)
     try:
         assert service.get(principal(), "m-2").content == body()["content"]

@@ -88,6 +88,14 @@ def _get(client: httpx.Client, h: dict[str, str], c: Case, foreign: bool) -> htt
     return client.get(f"/v1/memories/{c.foreign if foreign else c.active}", headers=h)
 
 
+def _erase(client: httpx.Client, h: dict[str, str], c: Case, foreign: bool) -> httpx.Response:
+    return client.delete(f"/v1/memories/{c.foreign if foreign else c.active}", headers=h)
+
+
+def _browse(client: httpx.Client, h: dict[str, str], c: Case, foreign: bool) -> httpx.Response:
+    return client.get("/v1/memories", params={"limit": 500}, headers=h)
+
+
 def _history(client: httpx.Client, h: dict[str, str], c: Case, foreign: bool) -> httpx.Response:
     return client.get(f"/v1/memories/{c.foreign if foreign else c.active}/history", headers=h)
 
@@ -125,6 +133,8 @@ ENDPOINTS: dict[str, tuple[str, Call, int]] = {
     "PUT /v1/memories/{id}": ("memory:write", _put, 200),
     "POST /v1/memories": ("memory:write", _post, 201),
     "GET /v1/memories/{id}": ("memory:read", _get, 200),
+    "DELETE /v1/memories/{id}": ("subject:forget", _erase, 200),
+    "GET /v1/memories": ("memory:read", _browse, 200),
     "GET /v1/memories/{id}/history": ("audit:read", _history, 200),
     "POST /v1/memories/{id}/promote": ("memory:review", _promote, 200),
     "POST /v1/memories/{id}/reject": ("memory:review", _reject, 200),

@@ -156,16 +156,21 @@ def test_the_subject_key_and_its_search_postings_are_gone(forgotten: Forgotten) 
 
 
 def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -> None:
-    """The log still holds the sealed blobs; with the master key and every key left, none opens."""
+    """The log still holds the sealed blobs; with the master key and every key left (each
+    subject key, each item key it wraps), none opens; the subject's item keys are gone."""
     keyring = Keyring(load_or_create_key_file(forgotten.data))
     store = SQLiteStore.in_directory(forgotten.data)
     try:
         assert store.subject_key("acme", "victim") is None
-        keys = list(store.subject_keys())
+        assert [key.subject_id for key in store.item_keys()] == ["bystander"]
+        subjects = {key.subject_id: key for key in store.subject_keys()}
+        keys = [keyring.subject_sealing_key(key, "") for key in subjects.values()] + [
+            keyring.item_sealing_key(subjects[key.subject_id], key) for key in store.item_keys()
+        ]
         sealed = [
             (stored.event.memory_id, stored.event.version, blob, purpose)
             for stored in store.events_after("acme", 0, 1000)
-            for blob, purpose in _sealed(stored.event)
+            for blob, purpose in sealed_blobs(stored.event)
             if stored.event.memory_id in {"m1", "m2", "m3"}
         ]
     finally:
@@ -174,10 +179,11 @@ def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -
     for memory_id, version, blob, purpose in sealed:
         for key in keys:
             with pytest.raises(CryptoError):
-                keyring.open(key, memory_id, version, blob, purpose)
+                keyring.open(dataclasses.replace(key, memory_id=memory_id), version, blob, purpose)
 
 
-def _sealed(event: object) -> list[tuple[bytes, str]]:
+def sealed_blobs(event: object) -> list[tuple[bytes, str]]:
+    """The sealed blobs an event carries, each with its purpose (content, reason)."""
     if isinstance(event, MemoryWritten):
         return [(event.content, "content")]
     if isinstance(event, MemoryRejected) and event.reason is not None:

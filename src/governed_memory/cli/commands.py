@@ -100,9 +100,18 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def expire(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem expire``: expire every item whose TTL has run out, now."""
+    """``gmem expire``: expire every item whose TTL has run out, then destroy the content
+    of every item past its retention window, now."""
     with opened_service(args) as service:
         print(f"expired {service.expire_due()} item(s)", file=out)
+        report = service.apply_retention()
+    print(f"destroyed the content of {report.destroyed} item(s) past retention", file=out)
+    if report.legacy:
+        print(
+            f"skipped {report.legacy} item(s) past retention written before items had keys "
+            "of their own: only forgetting their subjects destroys their content",
+            file=out,
+        )
     return 0
 
 
@@ -136,8 +145,8 @@ def import_(args: argparse.Namespace, out: TextIO) -> int:
             with Path(args.file).open(encoding="utf-8") as handle:
                 report = service.maintenance.import_log(handle)
     print(
-        f"imported {report.events} event(s), {report.subject_keys} subject key(s); "
-        f"rebuilt {report.items} item(s)",
+        f"imported {report.events} event(s), {report.subject_keys} subject key(s), "
+        f"{report.item_keys} item key(s); rebuilt {report.items} item(s)",
         file=out,
     )
     return 0

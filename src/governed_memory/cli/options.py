@@ -29,8 +29,9 @@ SERVER_FIELDS = (
     "log_level",
 )
 TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
-SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS
-SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, "metrics_enabled")
+RETENTION_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("retention_"))
+SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + RETENTION_FIELDS
+SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, *RETENTION_FIELDS, "metrics_enabled")
 
 METAVARS = {
     "data_dir": "DIR",
@@ -90,6 +91,7 @@ def opened_service(args: argparse.Namespace, *, read_only: bool = False) -> clos
 
 
 __all__ = [
+    "RETENTION_FIELDS",
     "SERVE_FIELDS",
     "SERVICE_FIELDS",
     "STORE_FIELDS",

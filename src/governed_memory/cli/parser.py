@@ -9,7 +9,13 @@ from typing import Any, NoReturn, TextIO
 
 from governed_memory._version import __version__
 from governed_memory.cli import commands, keys
-from governed_memory.cli.options import SERVE_FIELDS, SERVICE_FIELDS, STORE_FIELDS, add_settings
+from governed_memory.cli.options import (
+    RETENTION_FIELDS,
+    SERVE_FIELDS,
+    SERVICE_FIELDS,
+    STORE_FIELDS,
+    add_settings,
+)
 from governed_memory.mcp_server import add_command as add_mcp_command
 
 Run = Callable[[argparse.Namespace, TextIO], int]
@@ -136,7 +142,13 @@ COMMANDS = (
             ),
         ),
     ),
-    Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
+    Command(
+        "expire",
+        commands.expire,
+        "Expire every item whose TTL has run out, then destroy the content of every item "
+        "past its retention window, now.",
+        (*STORE_FIELDS, *RETENTION_FIELDS),
+    ),
     Command(
         "export",
         commands.export,

@@ -1,4 +1,5 @@
-"""Idempotency keys: one protocol for every keyed command (write, promote, reject, forget).
+"""Idempotency keys: one protocol for every keyed command (write, promote, reject, forget,
+erase).
 
 Idempotency records belong to the credential that made them (SPEC §5): a request made
 with an idempotency key looks for the record its own credential made with that key in its
@@ -17,8 +18,8 @@ changed (a ``Conflict``), and answers with its twin's result instead of an error
 
 A replay is authorized like the request it repeats (the service checks before it asks)
 and answers as the first request was answered, to the credential that made it: the item
-as of the recorded version, if the caller may still see it, and without content once its
-subject is forgotten.
+as of the recorded version, if the caller may still see it, and without content once that
+content is destroyed (its subject forgotten, the item erased or past its retention window).
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ from typing import Any, Generic, TypeVar
 from governed_memory.core import values
 from governed_memory.core.access import require_visible
 from governed_memory.core.commands import WriteMemory
-from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.projection import versions_of
 from governed_memory.core.values import Status
 from governed_memory.errors import Conflict, IdempotencyKeyReused, IdempotencyKeyTaken, NotFound
 from governed_memory.ports import Store
 from governed_memory.records import IdempotencyRecord
-from governed_memory.results import ForgetResult, WriteResult
+from governed_memory.results import EraseResult, ForgetResult, WriteResult
 from governed_memory.service.vault import Vault
 
 R = TypeVar("R")
@@ -133,16 +134,20 @@ class Idempotency:
         tenant = principal.tenant_id
 
         def same_request(record: IdempotencyRecord) -> bool:
-            # The hash under the subject's key of now: a twin may have minted it meanwhile.
-            subject_key = self._vault.subject_key(tenant, command.subject_id)
-            content_hash = self._vault.content_hash(subject_key, command.content)
+            # Only a write's record may be the same write; the record of a promotion, a
+            # forget or an erase is another request, whatever it names.
+            if not _made_by_write(record):
+                return False
+            # The hash under the key of the recorded item (its own key, which every version
+            # shares, or an old item's subject key), looked up now: the first request or a
+            # twin made it. Once that key is destroyed, the hash died with it.
+            memory_id = record.result["memory_id"]
+            current = self._store.get(tenant, memory_id)
+            key = None if current is None else self._vault.content_key(current)
+            content_hash = self._vault.content_hash(key, command.content)
             if record.fingerprint == fingerprint(command.fingerprint(content_hash)):
                 return True
-            # Only a write's record may be the same write whose hash died with a forget;
-            # the record of a promotion or a forget is another request, whatever it names.
-            return _made_by_write(record) and self._forgotten_since(
-                tenant, record.result["memory_id"], command
-            )
+            return _destroyed_since(current, memory_id, command)
 
         def answer(record: IdempotencyRecord) -> WriteResult:
             item = self.item_at(principal, record.result["memory_id"], record.result["version"])
@@ -164,6 +169,22 @@ class Idempotency:
                 principal, record.result["memory_id"], record.result["version"]
             ),
         )
+
+    def for_erase(
+        self, principal: Principal, key: str | None, digest: str
+    ) -> Keyed[EraseResult] | None:
+        """A keyed erase, answered with the item and the position of the erase (of the
+        event that had deleted it already, if the first request found it deleted)."""
+        if key is None:
+            return None
+
+        def answer(record: IdempotencyRecord) -> EraseResult:
+            position = record.position
+            return EraseResult(
+                record.result["id"], record.result["position"] if position is None else position
+            )
+
+        return keyed_by(principal, key, lambda record: record.fingerprint == digest, answer)
 
     def for_forget(
         self, principal: Principal, key: str | None, digest: str
@@ -193,21 +214,26 @@ class Idempotency:
         states = [state for _, state in versions_of(memory_id, log) if state.version <= version]
         if not states:
             raise NotFound(f"memory {memory_id!r} not found")
-        content = None if current.status is Status.DELETED else self._vault.decrypt(states[-1])
+        content = None if _destroyed(current) else self._vault.decrypt(states[-1])
         return MemoryItem.from_state(states[-1], content)
 
-    def _forgotten_since(self, tenant: str, memory_id: str, command: WriteMemory) -> bool:
-        """Whether the keyed write's item has been forgotten since, so its content hash
-        died with the subject's key and a retry can no longer be compared by content. The
-        retry (of the same item and subject) then gets the first answer, without content;
-        nothing is written either way."""
-        current = self._store.get(tenant, memory_id)
-        return (
-            current is not None
-            and current.status is Status.DELETED
-            and current.subject_id == command.subject_id
-            and command.memory_id in (None, memory_id)
-        )
+
+def _destroyed(item: ItemState) -> bool:
+    """Whether the item's content is gone: deleted, or past its retention window."""
+    return item.status is Status.DELETED or item.content is None
+
+
+def _destroyed_since(current: ItemState | None, memory_id: str, command: WriteMemory) -> bool:
+    """Whether the keyed write's item has lost its content since (its subject forgotten, the
+    item erased or past its retention window), so its content hash died with the key and a
+    retry can no longer be compared by content. The retry (of the same item and subject)
+    then gets the first answer, without content; nothing is written either way."""
+    return (
+        current is not None
+        and _destroyed(current)
+        and current.subject_id == command.subject_id
+        and command.memory_id in (None, memory_id)
+    )
 
 
 def _made_by_write(record: IdempotencyRecord) -> bool:

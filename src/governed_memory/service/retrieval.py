@@ -84,8 +84,10 @@ class Retrieval:
     ) -> list[SearchHit]:
         """The chosen items read and decrypted; any that changed since ranking is left out."""
         states = self._store.get_many(tenant, [r.candidate.memory_id for r in chosen])
-        # One read for every subject key the hits need (a request-long cache).
-        keys = self._vault.prefetch(tenant, {state.subject_id for state in states.values()})
+        # One read for every subject key and one for every item key the hits need (a
+        # request-long cache).
+        subjects = {state.subject_id for state in states.values()}
+        keys = self._vault.prefetch(tenant, subjects, list(states))
         hits = []
         for r in chosen:
             state = states.get(r.candidate.memory_id)

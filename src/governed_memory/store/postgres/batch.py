@@ -153,8 +153,11 @@ class PostgresBatches:
             for change in batch.changes:
                 _write_item(conn, change)
             cursors.append([conn.execute(sql.INSERT_EVENT, event_params(e)) for e in batch.events])
+            _change_item_keys(conn, batch)
             if batch.destroy_key is not None:
-                conn.execute(sql.DESTROY_KEY, {"tenant": tenant, "subject": batch.destroy_key})
+                subject = {"tenant": tenant, "subject": batch.destroy_key}
+                conn.execute(sql.DESTROY_ITEM_KEYS, subject)
+                conn.execute(sql.DESTROY_KEY, subject)
         conn.execute("COMMIT")
         return cursors
 
@@ -215,6 +218,20 @@ def _send_subject_key(conn: Connection, key: SubjectKey) -> Cursor:
     conn.execute(sql.INSERT_SUBJECT_KEY, (key.tenant_id, key.subject_id, key.key_id, key.wrapped))
     conn.execute("COMMIT")
     return conn.execute(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
+
+
+def _change_item_keys(conn: Connection, batch: Batch) -> None:
+    """Store the key of the item the batch creates; delete the key it destroys."""
+    key = batch.new_item_key
+    if key is not None:
+        conn.execute(
+            sql.INSERT_ITEM_KEY,
+            (key.tenant_id, key.memory_id, key.subject_id, key.key_id, key.wrapped),
+        )
+    if batch.destroy_item_key is not None:
+        conn.execute(
+            sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
+        )
 
 
 def _write_item(conn: Connection, change: ItemChange) -> None:

@@ -39,6 +39,19 @@ DUE_FOR_EXPIRY = (
     "ORDER BY expires_at, tenant_id, id LIMIT %s"
 )
 QUARANTINE = ITEM_SELECT + " WHERE tenant_id = %s AND status = 'quarantined'"
+# Items still holding content in a status that has a retention window (the partial index
+# memories_retention); sql_reads adds each (kind, status) cutoff and the cursor.
+DUE_FOR_RETENTION = (
+    ITEM_SELECT + " WHERE content IS NOT NULL AND status IN ('expired', 'rejected', 'superseded')"
+)
+GET_ITEM_KEY = (
+    "SELECT subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = %s AND memory_id = %s"
+)
+ITEM_KEYS_OF = "SELECT memory_id, subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = %s"
+ITEM_KEYS = (
+    "SELECT tenant_id, memory_id, subject_id, key_id, wrapped FROM item_keys "
+    "ORDER BY tenant_id, memory_id LIMIT %s"
+)
 GET_VERSION = "SELECT version FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 GET_KEY_ID = (
     "SELECT key_id FROM subject_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
@@ -240,6 +253,15 @@ DROP_INDEX = (
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
     "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
+INSERT_ITEM_KEY = (
+    "INSERT INTO item_keys (tenant_id, memory_id, subject_id, key_id, wrapped) "
+    "VALUES (%s, %s, %s, %s, %s)"
+)
+DESTROY_ITEM_KEY = "DELETE FROM item_keys WHERE tenant_id = %(tenant)s AND memory_id = %(id)s"
+# Forget: the subject's item keys go with the subject key (they are wrapped by it).
+DESTROY_ITEM_KEYS = (
+    "DELETE FROM item_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
 )
 # After a refused forget (batch._explain): an item of the subject the batch left undeleted.
 SUBJECT_LEFT = (

@@ -40,6 +40,19 @@ DUE_FOR_EXPIRY = (
     "ORDER BY expires_at LIMIT ?"
 )
 QUARANTINE = ITEM_SELECT + " WHERE tenant_id = ? AND status = 'quarantined'"
+# Items still holding content in a status that has a retention window (the partial index
+# memories_retention); sql_reads adds each (kind, status) cutoff and the cursor.
+DUE_FOR_RETENTION = (
+    ITEM_SELECT + " WHERE content IS NOT NULL AND status IN ('expired', 'rejected', 'superseded')"
+)
+GET_ITEM_KEY = (
+    "SELECT subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = ? AND memory_id = ?"
+)
+ITEM_KEYS_OF = "SELECT memory_id, subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = ?"
+ITEM_KEYS = (
+    "SELECT tenant_id, memory_id, subject_id, key_id, wrapped FROM item_keys "
+    "ORDER BY tenant_id, memory_id LIMIT ?"
+)
 GET_VERSION = "SELECT version FROM memories WHERE tenant_id = ? AND id = ?"
 GET_KEY_ID = "SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
 GET_SUBJECT_KEY = "SELECT key_id, wrapped FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
@@ -92,6 +105,12 @@ INSERT_SUBJECT_KEY = (
     "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
 )
 DESTROY_KEY = "DELETE FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
+INSERT_ITEM_KEY = (
+    "INSERT INTO item_keys (tenant_id, memory_id, subject_id, key_id, wrapped) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+DESTROY_ITEM_KEY = "DELETE FROM item_keys WHERE tenant_id = ? AND memory_id = ?"
+DESTROY_ITEM_KEYS = "DELETE FROM item_keys WHERE tenant_id = ? AND subject_id = ?"
 SUBJECT_LEFT = (
     "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
 )
