@@ -101,6 +101,7 @@ def create_key(data_dir: Path, tenant: str) -> str:
             *_flags(help_text, data_dir),
             "--tenant",
             tenant,
+            *(["--principal", "bench"] if "--principal" in help_text else []),
             "--agents",
             "*",
             "--scopes",

@@ -33,6 +33,7 @@ from governed_memory.core.values import (
 from governed_memory.http.problems import PROBLEMS, error_response
 from governed_memory.results import (
     AuditEvent,
+    EraseResult,
     ForgetResult,
     QuarantinePage,
     SearchHit,
@@ -137,6 +138,36 @@ def test_an_audit_event_reads_back_from_its_history_form(event: AuditEvent, aske
     memory asked about, with an empty event id."""
     read = AuditEvent.from_history_dict(over_the_wire(event.to_history_dict()), asked)
     assert read == replace(event, event_id="", memory_id=asked, subject_id=None)
+
+
+rejections = st.builds(
+    AuditEvent,
+    position=counts,
+    event_id=st.uuids().map(str),
+    type=st.just("memory.rejected"),
+    memory_id=ids,
+    version=counts,
+    occurred_at=instants,
+    actor=names,
+    reason=st.none() | st.text(),
+)
+
+
+@given(rejections, ids)
+def test_a_rejection_keeps_its_reason_in_history_and_drops_it_in_the_feed(
+    event: AuditEvent, asked: str
+) -> None:
+    """The history form of a rejection reads back with its reason; the feed form, which
+    never carries content, reads back without it."""
+    read = AuditEvent.from_history_dict(over_the_wire(event.to_history_dict()), asked)
+    assert read == replace(event, event_id="", memory_id=asked)
+    assert AuditEvent.from_dict(over_the_wire(event.to_dict())) == replace(event, reason=None)
+
+
+@given(st.builds(EraseResult, id=ids, position=st.none() | counts))
+def test_an_erase_result_reads_back_from_its_json_form(result: EraseResult) -> None:
+    """EraseResult.from_dict(to_dict(result)) == result, through JSON."""
+    assert EraseResult.from_dict(over_the_wire(result.to_dict())) == result
 
 
 @given(st.builds(ForgetResult, subject_id=names, affected=counts, position=st.none() | counts))

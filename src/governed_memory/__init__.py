@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from governed_memory._version import __version__ as __version__
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import MemoryItem, Principal
-from governed_memory.core.policy import KindPolicy, TtlPolicy
+from governed_memory.core.policy import KindPolicy, RetentionPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
 from governed_memory.core.values import Kind, Provenance, Scope, Status, Trust
 from governed_memory.errors import (
@@ -38,7 +38,9 @@ from governed_memory.errors import (
 )
 from governed_memory.results import (
     AuditEvent,
+    EraseResult,
     ForgetResult,
+    ItemPage,
     QuarantinePage,
     ReplayReport,
     SearchHit,
@@ -87,11 +89,13 @@ __all__ = [
     "AuthenticationError",
     "Client",
     "Conflict",
+    "EraseResult",
     "FieldError",
     "ForgetResult",
     "GovernedMemoryError",
     "IdempotencyKeyReused",
     "InvalidTransition",
+    "ItemPage",
     "Keyring",
     "Kind",
     "KindPolicy",
@@ -105,6 +109,7 @@ __all__ = [
     "QuarantinePage",
     "RateLimited",
     "ReplayReport",
+    "RetentionPolicy",
     "Scope",
     "SearchHit",
     "SearchQuery",

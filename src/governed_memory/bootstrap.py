@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from governed_memory.analysis import Analyzer
-from governed_memory.core.policy import TtlPolicy
+from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
     Keyring,
@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for libra
     from governed_memory.config import Settings
 
 log = logging.getLogger("governed_memory.bootstrap")
+
+#: The TTL and retention policies a service is opened with (``None``: the defaults).
+Policies = tuple[TtlPolicy | None, RetentionPolicy | None]
 
 #: Said when a key file is missing: where earlier versions put the key of a sqlite:/// store.
 LEGACY_KEY_HINT = (
@@ -141,6 +144,7 @@ def open_service(
     synchronous: Synchronous = "FULL",
     policy: TtlPolicy | None = None,
     clock: Clock | None = None,
+    retention: RetentionPolicy | None = None,
     search_language: str = "english",
     search_languages: Mapping[str, str] | None = None,
     embedder: Embedder | None = None,
@@ -156,8 +160,9 @@ def open_service(
     search index must have been built with these settings (an empty store records them).
     """
     search = search_settings(search_language, search_languages or {}, embedder)
+    policies = (policy, retention)
     service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policy, clock, search, options=options
+        data_dir, database_url, master_key, synchronous, policies, clock, search, options=options
     )
     return service
 
@@ -202,7 +207,7 @@ def open_from(
         settings.database_url,
         settings.master_key_value(),
         settings.sqlite_synchronous,
-        settings.ttl_policy(),
+        (settings.ttl_policy(), settings.retention_policy()),
         None,
         search,
         options=settings.store_options() | {"read_only": read_only},
@@ -237,7 +242,7 @@ def _open(
     database_url: str | None,
     master_key: str | None,
     synchronous: Synchronous,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
     search: SearchSettings,
     *,
@@ -256,7 +261,7 @@ def _open(
     # A reindex rebuilds an index of other settings; a read-only command never searches or
     # indexes (and could not record settings on an empty store).
     checked = not reindexing and not options.get("read_only", False)
-    service = _service_over(store, keys, master_key, policy, clock, search, checked)
+    service = _service_over(store, keys, master_key, policies, clock, search, checked)
     return service, store
 
 
@@ -264,7 +269,7 @@ def _service_over(
     store: Store,
     key_dir: Path,
     master_key: str | None,
-    policy: TtlPolicy | None,
+    policies: Policies,
     clock: Clock | None,
     search: SearchSettings,
     checked: bool,
@@ -279,7 +284,10 @@ def _service_over(
     except BaseException:
         store.close()
         raise
-    return MemoryService(store, keyring, policy=policy, clock=clock, search=search)
+    policy, retention = policies
+    return MemoryService(
+        store, keyring, policy=policy, retention=retention, clock=clock, search=search
+    )
 
 
 def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Keyring:

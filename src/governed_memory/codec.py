@@ -11,15 +11,16 @@ import base64
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
 from governed_memory.core.events import (
     EVENT_TYPES,
+    RETENTION,
     SCHEMA_VERSION,
     Event,
-    MemoryExpired,
-    MemoryPromoted,
+    MemoryContentDestroyed,
     MemoryRejected,
     MemorySuperseded,
     MemoryWritten,
@@ -103,6 +104,8 @@ def payload_of(event: Event) -> dict[str, Any]:
         return {"superseded_by": event.superseded_by}
     if isinstance(event, SubjectForgotten):
         return {"subject_id": event.subject_id}
+    if isinstance(event, MemoryContentDestroyed):
+        return {"cause": event.cause}
     return {}
 
 
@@ -153,9 +156,9 @@ def event_from_row(row: EventRow) -> Event:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
             return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
-        if cls is MemoryPromoted:
-            return MemoryPromoted(**common)
-        return MemoryExpired(**common)
+        if cls is MemoryContentDestroyed and payload["cause"] != RETENTION:
+            raise CodecError(f"unknown cause of {row.type}")
+        return cls(**common)  # the rest carry nothing but the header (and a known cause)
     except CodecError:
         raise
     except (KeyError, TypeError, ValueError) as error:
@@ -325,7 +328,18 @@ API_KEY_COLUMNS = (
     "secret_hash",
     "created_at",
     "revoked_at",
+    "principal_id",
+    "expires_at",
+    "last_used_at",
 )
+
+
+def _micros_or_none(instant: datetime | None) -> int | None:
+    return None if instant is None else to_micros(instant)
+
+
+def _instant_or_none(micros: int | None) -> datetime | None:
+    return None if micros is None else from_micros(micros)
 
 
 def api_key_row(key: ApiKey) -> tuple[Any, ...]:
@@ -339,23 +353,42 @@ def api_key_row(key: ApiKey) -> tuple[Any, ...]:
         key.max_trust.value,
         key.secret_hash,
         to_micros(key.created_at),
-        None if key.revoked_at is None else to_micros(key.revoked_at),
+        _micros_or_none(key.revoked_at),
+        key.principal_id,
+        _micros_or_none(key.expires_at),
+        _micros_or_none(key.last_used_at),
     )
 
 
 def api_key_from_row(row: tuple[Any, ...]) -> ApiKey:
     """The inverse of :func:`api_key_row`."""
-    key_id, tenant_id, name, agents, scopes, max_trust, secret_hash, created_at, revoked_at = row
+    (
+        key_id,
+        tenant_id,
+        name,
+        agents,
+        scopes,
+        max_trust,
+        secret_hash,
+        created_at,
+        revoked_at,
+        principal_id,
+        expires_at,
+        last_used_at,
+    ) = row
     return ApiKey(
         key_id=key_id,
         tenant_id=tenant_id,
+        principal_id=principal_id,
         agents=None if agents is None else frozenset(json.loads(agents)),
         scopes=frozenset(Scope(scope) for scope in json.loads(scopes)),
         max_trust=Trust(max_trust),
         secret_hash=secret_hash,
         created_at=from_micros(created_at),
         name=name,
-        revoked_at=None if revoked_at is None else from_micros(revoked_at),
+        revoked_at=_instant_or_none(revoked_at),
+        expires_at=_instant_or_none(expires_at),
+        last_used_at=_instant_or_none(last_used_at),
     )
 
 
@@ -364,7 +397,9 @@ def idempotency_result(record: IdempotencyRecord) -> str:
     return json.dumps(dict(record.result), sort_keys=True)
 
 
-def idempotency_from_row(tenant_id: str, key: str, row: tuple[Any, ...]) -> IdempotencyRecord:
+def idempotency_from_row(
+    tenant_id: str, credential: str, key: str, row: tuple[Any, ...]
+) -> IdempotencyRecord:
     """An idempotency record from its ``fingerprint, result, position`` columns."""
     fingerprint, result, position = row
-    return IdempotencyRecord(tenant_id, key, fingerprint, json.loads(result), position)
+    return IdempotencyRecord(tenant_id, credential, key, fingerprint, json.loads(result), position)

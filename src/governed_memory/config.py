@@ -27,8 +27,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from governed_memory.analysis import LANGUAGES
 from governed_memory.core import values
-from governed_memory.core.policy import DEFAULT_TTLS, TtlPolicy
-from governed_memory.core.values import Kind
+from governed_memory.core.model import RETAINED_STATUSES
+from governed_memory.core.policy import DEFAULT_RETENTION, DEFAULT_TTLS, RetentionPolicy, TtlPolicy
+from governed_memory.core.values import Kind, Status
 from governed_memory.crypto import parse_master_key
 from governed_memory.errors import ConfigError, CryptoError, ValidationError
 from governed_memory.locations import DEFAULT_DATA_DIR, backend_of, is_postgres
@@ -112,6 +113,44 @@ class Settings(BaseSettings):
     ttl_working_note_max_seconds: int = Field(
         DEFAULT_TTLS[Kind.WORKING_NOTE][1], ge=1, le=MAX_TTL_SECONDS
     )
+
+    # Retention (SPEC §7): how long content is kept after an item expired, was rejected or
+    # was superseded; per kind, a window overrides its status's (unset: the status's).
+    retention_expired_seconds: int = Field(
+        DEFAULT_RETENTION[Status.EXPIRED], ge=0, le=MAX_TTL_SECONDS
+    )
+    retention_rejected_seconds: int = Field(
+        DEFAULT_RETENTION[Status.REJECTED], ge=0, le=MAX_TTL_SECONDS
+    )
+    retention_superseded_seconds: int = Field(
+        DEFAULT_RETENTION[Status.SUPERSEDED], ge=0, le=MAX_TTL_SECONDS
+    )
+    retention_fact_expired_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_fact_rejected_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_fact_superseded_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_preference_expired_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_preference_rejected_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_preference_superseded_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_skill_expired_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_skill_rejected_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_skill_superseded_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_working_note_expired_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_working_note_rejected_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+    retention_working_note_superseded_seconds: int | None = Field(None, ge=0, le=MAX_TTL_SECONDS)
+
+    def retention_policy(self) -> RetentionPolicy:
+        """The retention windows these settings describe, per status and kind."""
+        per_kind = {
+            (kind, status): seconds
+            for kind in Kind
+            for status in RETAINED_STATUSES
+            if (seconds := getattr(self, f"retention_{kind.value}_{status.value}_seconds"))
+            is not None
+        }
+        return RetentionPolicy.from_seconds(
+            {s: getattr(self, f"retention_{s.value}_seconds") for s in RETAINED_STATUSES},
+            per_kind,
+        )
 
     def ttl_policy(self) -> TtlPolicy:
         """The per-kind TTL policy these settings describe."""

@@ -1,16 +1,25 @@
-"""Subject keys, sealed content and keyed hashes: the machinery of crypto-shredding (SPEC §7).
+"""Subject keys, item keys, sealed content and keyed hashes: crypto-shredding (SPEC §7).
 
 - Each (tenant, subject) has a random 256-bit data key, stored only wrapped (AES-256-GCM)
   under the master key, with tenant, subject and key id as associated data.
-- Content is sealed with AES-256-GCM under the subject key; the associated data binds the
+- Each item has a random 256-bit key of its own, made at its first write and used by every
+  later version, stored only wrapped under its subject's key (associated data: tenant,
+  subject, memory id, key id). Destroying that one row destroys the item's content alone
+  (erase, retention); forgetting the subject destroys every item key with the subject key.
+- Content is sealed with AES-256-GCM under the item's key; the associated data binds the
   ciphertext to its tenant, memory id and the version that wrote it, so a blob moved to
-  another item or version fails authentication instead of decrypting.
-- ``content_hash`` is HMAC-SHA-256 under a key derived from the subject key: once the key
-  is destroyed, the hash can no longer be linked to any guess of the content.
+  another item or version fails authentication instead of decrypting. Before sealing, the
+  plaintext is padded to a multiple of :data:`PAD_BLOCK` bytes, so the size of a blob does
+  not tell the length of its content (only which 256-byte bucket it falls in).
+- ``content_hash`` is HMAC-SHA-256 under a key derived from the key that sealed the
+  content: once that key is destroyed, the hash can no longer be linked to any guess.
 - Search terms are stored as 64-bit keyed hashes under a per-tenant index key derived from
   the master key, so no plaintext word reaches the database files.
 
-Blob layout: ``0x01 | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag``.
+Blob layouts: ``0x02 | item key id (16 bytes) | nonce (12 bytes) | ciphertext and tag`` of
+the padded plaintext; and, for items written before items had keys of their own, ``0x01 |
+subject key id | nonce | ciphertext and tag`` of the plaintext itself (still opened, never
+written for a new item).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import hmac
 import os
 import secrets
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -30,9 +40,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from governed_memory.errors import CryptoError
-from governed_memory.records import SubjectKey
+from governed_memory.records import ItemKey, SubjectKey
 
-BLOB_FORMAT = 1
+#: Content sealed directly under the subject key, unpadded (written before item keys).
+SUBJECT_BLOB = 1
+#: Content sealed under the item's own key, padded.
+ITEM_BLOB = 2
+#: Plaintext is padded to a multiple of this many bytes: every memory of up to 255 UTF-8
+#: bytes (a sentence or three, a card or phone number written by mistake) seals to the
+#: same size, and a longer one tells its length only to within 256 bytes, at a cost of
+#: 128 bytes a blob on average.
+PAD_BLOCK = 256
 KEY_ID_BYTES = 16
 NONCE_BYTES = 12
 MASTER_KEY_FILE = "master.key"
@@ -44,6 +62,34 @@ def _hkdf(secret: bytes, info: bytes) -> bytes:
 
 def _aad(*parts: str) -> bytes:
     return "\x00".join(parts).encode("utf-8")
+
+
+def pad(data: bytes) -> bytes:
+    """``data``, a 0x80 byte and zeros up to the next multiple of :data:`PAD_BLOCK`
+    (ISO/IEC 7816-4 padding: removable whatever bytes ``data`` holds)."""
+    padded = data + b"\x80"
+    return padded + b"\x00" * (-len(padded) % PAD_BLOCK)
+
+
+def unpad(padded: bytes) -> bytes:
+    """The inverse of :func:`pad`; :class:`CryptoError` if the padding is not there."""
+    body = padded.rstrip(b"\x00")
+    if not body or body[-1] != 0x80 or len(padded) % PAD_BLOCK:
+        raise CryptoError("sealed content is not padded")
+    return body[:-1]
+
+
+@dataclass(frozen=True, slots=True)
+class SealingKey:
+    """The unwrapped key that seals one item's content, and how it seals it: the item's own
+    key (:data:`ITEM_BLOB`) or, for an item written before items had keys, its subject's
+    key (:data:`SUBJECT_BLOB`). The secret is kept out of ``repr``."""
+
+    tenant_id: str
+    memory_id: str
+    key_id: bytes
+    secret: bytes = field(repr=False)
+    blob_format: int
 
 
 def parse_master_key(encoded: str) -> bytes:
@@ -167,56 +213,83 @@ class Keyring:
         self._unwrapped.pop(key_id, None)
         self._hash_keys.pop(key_id, None)
 
+    # -- item keys ----------------------------------------------------------------------
+
+    def new_item_key(self, subject: SubjectKey, memory_id: str) -> tuple[ItemKey, SealingKey]:
+        """A fresh random key for a new item, wrapped under its subject's key for storage,
+        and ready to seal with."""
+        key_id = secrets.token_bytes(KEY_ID_BYTES)
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        raw = AESGCM.generate_key(bit_length=256)
+        aad = _aad(subject.tenant_id, subject.subject_id, memory_id, key_id.hex())
+        wrapped = nonce + AESGCM(self.unwrap(subject)).encrypt(nonce, raw, aad)
+        stored = ItemKey(subject.tenant_id, memory_id, subject.subject_id, key_id, wrapped)
+        _remember(self._unwrapped, key_id, raw)
+        return stored, SealingKey(subject.tenant_id, memory_id, key_id, raw, ITEM_BLOB)
+
+    def item_sealing_key(self, subject: SubjectKey, item: ItemKey) -> SealingKey:
+        """The key that seals the item's content, unwrapped with its subject's key."""
+        raw = _fresh(self._unwrapped, item.key_id)
+        if raw is None:
+            nonce, body = item.wrapped[:NONCE_BYTES], item.wrapped[NONCE_BYTES:]
+            aad = _aad(item.tenant_id, item.subject_id, item.memory_id, item.key_id.hex())
+            try:
+                raw = AESGCM(self.unwrap(subject)).decrypt(nonce, body, aad)
+            except InvalidTag:
+                raise CryptoError(
+                    f"memory {item.memory_id!r}: its key failed authentication"
+                ) from None
+            _remember(self._unwrapped, item.key_id, raw)
+        return SealingKey(item.tenant_id, item.memory_id, item.key_id, raw, ITEM_BLOB)
+
+    def subject_sealing_key(self, subject: SubjectKey, memory_id: str) -> SealingKey:
+        """The subject's key as the sealing key of an item written before items had keys."""
+        raw = self.unwrap(subject)
+        return SealingKey(subject.tenant_id, memory_id, subject.key_id, raw, SUBJECT_BLOB)
+
     # -- content --------------------------------------------------------------------------
 
-    def seal(
-        self,
-        key: SubjectKey,
-        memory_id: str,
-        version: int,
-        plaintext: str,
-        purpose: str = "content",
-    ) -> bytes:
-        """Encrypt ``plaintext`` for (tenant, memory id, version) under the subject key."""
+    def seal(self, key: SealingKey, version: int, data: bytes, purpose: str = "content") -> bytes:
+        """Encrypt ``data`` for (tenant, memory id, version, purpose) under ``key``."""
         nonce = secrets.token_bytes(NONCE_BYTES)
-        aad = _aad(key.tenant_id, memory_id, str(version), purpose)
-        body = AESGCM(self.unwrap(key)).encrypt(nonce, plaintext.encode("utf-8"), aad)
-        return bytes([BLOB_FORMAT]) + key.key_id + nonce + body
+        aad = _aad(key.tenant_id, key.memory_id, str(version), purpose)
+        plaintext = pad(data) if key.blob_format == ITEM_BLOB else data
+        body = AESGCM(key.secret).encrypt(nonce, plaintext, aad)
+        return bytes([key.blob_format]) + key.key_id + nonce + body
 
-    def open(
-        self,
-        key: SubjectKey,
-        memory_id: str,
-        version: int,
-        blob: bytes,
-        purpose: str = "content",
-    ) -> str:
+    def open(self, key: SealingKey, version: int, blob: bytes, purpose: str = "content") -> bytes:
         """Decrypt a sealed blob; tampering or a wrong key raises :class:`CryptoError`."""
-        if len(blob) < 1 + KEY_ID_BYTES + NONCE_BYTES + 16 or blob[0] != BLOB_FORMAT:
+        memory_id = key.memory_id
+        if len(blob) < 1 + KEY_ID_BYTES + NONCE_BYTES + 16 or blob[0] != key.blob_format:
             raise CryptoError(f"memory {memory_id!r}: sealed content is malformed")
-        key_id = blob[1 : 1 + KEY_ID_BYTES]
-        if not hmac.compare_digest(key_id, key.key_id):
+        if not hmac.compare_digest(self.key_id_of(blob), key.key_id):
             raise CryptoError(f"memory {memory_id!r}: sealed under a key that no longer exists")
         nonce = blob[1 + KEY_ID_BYTES : 1 + KEY_ID_BYTES + NONCE_BYTES]
         body = blob[1 + KEY_ID_BYTES + NONCE_BYTES :]
         aad = _aad(key.tenant_id, memory_id, str(version), purpose)
         try:
-            return AESGCM(self.unwrap(key)).decrypt(nonce, body, aad).decode("utf-8")
+            plaintext = AESGCM(key.secret).decrypt(nonce, body, aad)
         except InvalidTag:
             raise CryptoError(
                 f"memory {memory_id!r}: sealed content failed authentication"
             ) from None
+        return unpad(plaintext) if key.blob_format == ITEM_BLOB else plaintext
+
+    @staticmethod
+    def blob_format(blob: bytes) -> int:
+        """How a blob was sealed: :data:`ITEM_BLOB`, :data:`SUBJECT_BLOB` (or garbage)."""
+        return blob[0] if blob else 0
 
     @staticmethod
     def key_id_of(blob: bytes) -> bytes:
-        """The id of the subject key a blob was sealed with."""
+        """The id of the key a blob was sealed with."""
         return blob[1 : 1 + KEY_ID_BYTES]
 
-    def content_hash(self, key: SubjectKey, content: str) -> str:
-        """HMAC-SHA-256 of the NFC content under a key derived from the subject key."""
+    def content_hash(self, key: SealingKey, content: str) -> str:
+        """HMAC-SHA-256 of the NFC content under a key derived from the sealing key."""
         hash_key = _fresh(self._hash_keys, key.key_id)
         if hash_key is None:
-            hash_key = _hkdf(self.unwrap(key), b"gmem/v1/content-hash")
+            hash_key = _hkdf(key.secret, b"gmem/v1/content-hash")
             _remember(self._hash_keys, key.key_id, hash_key)
         return hmac.digest(hash_key, content.encode("utf-8"), "sha256").hex()
 

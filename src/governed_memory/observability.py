@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from governed_memory.core.events import (
     Event,
+    MemoryContentDestroyed,
+    MemoryErased,
     MemoryExpired,
     MemoryPromoted,
     MemoryRejected,
@@ -112,6 +114,10 @@ class Metrics:
             "gmem_supersessions", "Items superseded by a correction.", registry=r
         )
         self.forget_calls = Counter("gmem_forget_calls", "Calls to forget a subject.", registry=r)
+        self.erasures = Counter("gmem_erasures", "Single memories erased.", registry=r)
+        self.contents_destroyed = Counter(
+            "gmem_contents_destroyed", "Contents destroyed past their retention window.", registry=r
+        )
         self.search_duration = Histogram(
             "gmem_search_duration_seconds", "Time to answer a search.", registry=r
         )
@@ -149,6 +155,10 @@ class Metrics:
                 self.expirations.inc()
             elif isinstance(event, MemorySuperseded):
                 self.supersessions.inc()
+            elif isinstance(event, MemoryErased):
+                self.erasures.inc()
+            elif isinstance(event, MemoryContentDestroyed):
+                self.contents_destroyed.inc()
 
     def observe_conflict(self, error: Conflict) -> None:
         """Count a 409 by the class of conflict."""

@@ -1,27 +1,32 @@
 """The ports the service needs: small storage Protocols, a clock and a tokenizer.
 
-Storage is four role-sized ports, as eventsourcing's recorders are: the event log, the
-projection's items, the subject keys and the API keys. A backend implements all four and
-:class:`Store` is their sum, plus what every backend has (a snapshot, a ping, a close).
-A caller depends on the smallest port it needs: the HTTP authenticator on :class:`ApiKeys`
-alone. The records crossing these ports are in :mod:`governed_memory.records`; the
-store-internal errors they raise are in :mod:`governed_memory.errors`.
+Storage is role-sized ports, as eventsourcing's recorders are: the event log, the
+projection's items, the subject keys, the items' own keys and the API keys. A backend
+implements them all and :class:`Store` is their sum, plus what every backend has (a
+snapshot, a ping, a close). A caller depends on the smallest port it needs: the HTTP
+authenticator on :class:`ApiKeys` alone. The records crossing these ports are in
+:mod:`governed_memory.records`; the store-internal errors they raise are in
+:mod:`governed_memory.errors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Protocol
 
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
+from governed_memory.core.policy import RetentionKey
 from governed_memory.records import (
     ApiKey,
     Batch,
+    BrowseRequest,
     IdempotencyRecord,
     ItemChange,
+    ItemKey,
+    RetentionCursor,
     SealedVector,
     SearchMatches,
     SearchRequest,
@@ -38,7 +43,9 @@ class EventLog(Protocol):
         ``SubjectKeyGone`` and write nothing if a precondition fails."""
         ...
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None: ...
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
+        """The record the credential made with this key in its tenant, if any."""
+        ...
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         """Committed events with a position above ``after``, in position order."""
@@ -72,6 +79,13 @@ class Items(Protocol):
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[ItemState]: ...
 
+    def due_for_retention(
+        self, cutoffs: Mapping[RetentionKey, datetime], limit: int, after: RetentionCursor | None
+    ) -> list[ItemState]:
+        """Items that still hold content and entered their (kind, status) at or before its
+        cutoff, in (updated_at, tenant, id) order after the cursor ``after``."""
+        ...
+
     def quarantine(
         self,
         tenant_id: str,
@@ -80,8 +94,14 @@ class Items(Protocol):
         purpose: str | None,
         limit: int,
         after: tuple[int, str] | None,
+        now: datetime | None = None,
     ) -> list[ItemState]:
-        """Quarantined items, oldest change first, after the (updated_at µs, id) cursor."""
+        """Quarantined items, oldest change first, after the (updated_at µs, id) cursor;
+        given ``now``, only those not yet past their expiry (still reviewable)."""
+        ...
+
+    def browse(self, request: BrowseRequest) -> list[ItemState]:
+        """The items the request's filters admit, at most ``limit`` (see BrowseRequest)."""
         ...
 
     def search(self, request: SearchRequest) -> SearchMatches:
@@ -123,6 +143,25 @@ class SubjectKeys(Protocol):
         ...
 
 
+class ItemKeys(Protocol):
+    """Each item's own wrapped data key. A batch adds one (``new_item_key``) or destroys one
+    (``destroy_item_key``); forgetting a subject destroys all of the subject's."""
+
+    def item_key(self, tenant_id: str, memory_id: str) -> ItemKey | None: ...
+
+    def item_keys_for(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemKey]:
+        """The stored keys of those items that have one, by memory id (one read)."""
+        ...
+
+    def item_keys(self, limit: int | None = None) -> Iterator[ItemKey]:
+        """Stored (wrapped) item keys in (tenant, memory id) order, all unless ``limit``."""
+        ...
+
+    def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
+        """Store imported item keys, atomically (an import into an empty store)."""
+        ...
+
+
 class ApiKeys(Protocol):
     """API key records (hashed secrets): what the HTTP edge and ``gmem keys`` need."""
 
@@ -140,6 +179,10 @@ class ApiKeys(Protocol):
         """Mark a key revoked; False if no such key (revoking twice keeps the first time)."""
         ...
 
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        """Record that the key was used at ``at``, unless a later use is recorded already."""
+        ...
+
 
 class StoreMeta(Protocol):
     """Facts about the store itself, by name (a master-key check value, the analyzer of the
@@ -155,7 +198,7 @@ class StoreMeta(Protocol):
     def replace_meta(self, name: str, value: str) -> None: ...
 
 
-class Store(EventLog, Items, SubjectKeys, ApiKeys, StoreMeta, Protocol):
+class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, StoreMeta, Protocol):
     """Every port of one backend, and what a whole store has besides."""
 
     def snapshot(self) -> AbstractContextManager[None]:
@@ -208,6 +251,7 @@ __all__ = [
     "Clock",
     "Embedder",
     "EventLog",
+    "ItemKeys",
     "Items",
     "Store",
     "StoreMeta",

@@ -18,7 +18,7 @@ from typing import Any
 from governed_memory.core.events import Event
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.retrieval import Candidate, ScopeStatistics
-from governed_memory.core.values import Kind, Scope, Trust
+from governed_memory.core.values import Kind, Scope, Status, Trust
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +32,34 @@ class SubjectKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemKey:
+    """One item's own data key as stored: wrapped under its subject's key.
+
+    Every version of the item is sealed with it; deleting the row (erase, retention)
+    destroys the item's content alone, and forgetting the subject destroys it with the key
+    that wraps it.
+    """
+
+    tenant_id: str
+    memory_id: str
+    subject_id: str
+    key_id: bytes
+    wrapped: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class ApiKey:
-    """A stored API key: who it is for and what it may do; never the secret itself."""
+    """A stored API key: whose it is, what it may do, until when; never the secret itself.
+
+    ``principal_id`` names the person or service account the key belongs to: four eyes
+    compare it, and events name it. Keys made before principals existed belong to
+    ``key:<key id>``, the name their events already carry. ``last_used_at`` is coarse: each
+    instance records a key's use at most once a minute (see ``http.auth``).
+    """
 
     key_id: str
     tenant_id: str
+    principal_id: str
     agents: frozenset[str] | None
     scopes: frozenset[Scope]
     max_trust: Trust
@@ -44,19 +67,33 @@ class ApiKey:
     created_at: datetime
     name: str | None = None
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
 
     @property
-    def principal_id(self) -> str:
-        return f"key:{self.key_id}"
+    def credential_id(self) -> str:
+        """The name of the key as a credential, which idempotency records belong to."""
+        return credential_of(self.key_id)
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the key has passed its expiry at ``now``."""
+        return self.expires_at is not None and now >= self.expires_at
+
+    def state(self, now: datetime) -> str:
+        """``revoked``, ``expired`` or ``active`` at ``now``."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expired(now) else "active"
 
     def principal(self) -> Principal:
-        """The principal this key authenticates."""
+        """The principal this key authenticates, acting with this key as its credential."""
         return Principal(
             tenant_id=self.tenant_id,
             principal_id=self.principal_id,
             scopes=self.scopes,
             max_trust=self.max_trust,
             agents=self.agents,
+            credential_id=self.credential_id,
         )
 
 
@@ -73,6 +110,12 @@ def serves_index(recorded: str | None, signature: str | None) -> bool:
     records none predates the record (the composition root refuses such a store at start),
     and a request without a signature makes no terms."""
     return recorded is None or signature is None or recorded in (signature, REBUILDING + signature)
+
+
+def credential_of(key_id: str) -> str:
+    """``key:<key id>``: an API key's name as a credential, and the principal of keys made
+    before principals existed (what their events name as actor)."""
+    return f"key:{key_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +156,13 @@ class ItemChange:
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
-    """The first outcome of a request made with an idempotency key."""
+    """The first outcome of a request made with an idempotency key, by one credential."""
 
     tenant_id: str
+    # The credential that made the request (``Principal.credential``): records are kept
+    # per (tenant, credential, key), so another key's use of the same key string neither
+    # replays nor blocks nor reveals it.
+    credential: str
     key: str
     fingerprint: str
     result: Mapping[str, Any]
@@ -131,12 +178,46 @@ class Batch:
     changes: Sequence[ItemChange] = ()
     idempotency: IdempotencyRecord | None = None
     require_key: SubjectKey | None = None
-    # A subject whose key is destroyed; the store refuses the batch (SubjectChanged) if
-    # any item of that subject would be left undeleted.
+    # A subject whose key is destroyed, and with it every item key it wraps; the store
+    # refuses the batch (SubjectChanged) if any item of that subject would be left undeleted.
     destroy_key: str | None = None
     # The signature of the index the batch's postings were made for: the store refuses the
     # batch (StoreUnavailable.index_rebuilt) unless the recorded one serves it (serves_index).
     index_signature: str | None = None
+    # The key of an item the batch creates, stored with it.
+    new_item_key: ItemKey | None = None
+    # An item whose own key is destroyed (erase, retention): its content is gone for good.
+    destroy_item_key: str | None = None
+
+    @property
+    def destroys_keys(self) -> bool:
+        """Whether committing the batch destroys a key (SQLite then checkpoints its WAL)."""
+        return self.destroy_key is not None or self.destroy_item_key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseRequest:
+    """A page of a tenant's items without a query (``GET /v1/memories``), every filter in
+    the store's query, in (``updated_at``, id) order after the cursor ``after``.
+
+    ``agents`` are those the credential may act for (``None``: all of the tenant's);
+    ``status`` is matched as of ``now``: a live item past its expiry counts as expired.
+    """
+
+    tenant_id: str
+    agents: frozenset[str] | None
+    now: datetime
+    limit: int
+    agent_id: str | None = None
+    purpose: str | None = None
+    subject_id: str | None = None
+    status: Status | None = None
+    kind: Kind | None = None
+    after: tuple[int, str] | None = None
+
+
+#: Where a retention sweep stands: the (updated_at µs, tenant, id) of the last item it saw.
+RetentionCursor = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +257,16 @@ __all__ = [
     "SEARCH_INDEX",
     "ApiKey",
     "Batch",
+    "BrowseRequest",
     "IdempotencyRecord",
     "IndexDoc",
     "ItemChange",
+    "ItemKey",
+    "RetentionCursor",
     "SealedVector",
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",
+    "credential_of",
     "serves_index",
 ]

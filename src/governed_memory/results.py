@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from governed_memory.core.events import MemoryRejected
 from governed_memory.core.model import ItemState, MemoryItem
 from governed_memory.core.values import (
     from_micros,
@@ -26,6 +27,8 @@ from governed_memory.core.values import (
     to_micros,
 )
 from governed_memory.errors import ValidationError
+
+REJECTED = MemoryRejected.type
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,24 @@ class ForgetResult:
             int(data["affected"]),
             None if position is None else int(position),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EraseResult:
+    """The erased item's id and the position of the ``memory.erased`` event (of the event
+    that deleted it, when it was deleted already)."""
+
+    id: str
+    position: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "position": self.position}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EraseResult:
+        """The result :meth:`to_dict` wrote."""
+        position = data["position"]
+        return cls(str(data["id"]), None if position is None else int(position))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +155,9 @@ class AuditEvent:
     occurred_at: datetime
     actor: str
     subject_id: str | None = None
+    # The reason of a memory.rejected event, in a memory's history only (it is content:
+    # the audit feed never carries it); None without one, or once the content is destroyed.
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -166,20 +190,23 @@ class AuditEvent:
         )
 
     def to_history_dict(self) -> dict[str, Any]:
-        """The shorter form of a memory's history (the HTTP API's): the memory is the one asked
-        about, and the entry names no event id."""
-        return {
+        """The shorter form of a memory's history (the HTTP API's): the memory is the one
+        asked about, and the entry names no event id; a rejection also gives its reason."""
+        entry: dict[str, Any] = {
             "position": self.position,
             "type": self.type,
             "version": self.version,
             "occurred_at": rfc3339(self.occurred_at),
             "actor": self.actor,
         }
+        if self.type == REJECTED:
+            entry["reason"] = self.reason
+        return entry
 
     @classmethod
     def from_history_dict(cls, data: Mapping[str, Any], memory_id: str) -> AuditEvent:
         """The event :meth:`to_history_dict` wrote for ``memory_id``; its event id is empty."""
-        version = data["version"]
+        version, reason = data["version"], data.get("reason")
         return cls(
             position=int(data["position"]),
             event_id="",
@@ -188,12 +215,13 @@ class AuditEvent:
             version=None if version is None else int(version),
             occurred_at=from_rfc3339(data["occurred_at"]),
             actor=str(data["actor"]),
+            reason=None if reason is None else str(reason),
         )
 
 
 @dataclass(frozen=True, slots=True)
-class QuarantinePage:
-    """One page of the review queue and the cursor of the next page."""
+class ItemPage:
+    """One page of items (the review queue, a browse) and the cursor of the next page."""
 
     items: list[MemoryItem]
     next_cursor: str | None
@@ -202,13 +230,17 @@ class QuarantinePage:
         return {"items": [item.to_dict() for item in self.items], "next_cursor": self.next_cursor}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> QuarantinePage:
+    def from_dict(cls, data: Mapping[str, Any]) -> ItemPage:
         """The page :meth:`to_dict` wrote."""
         cursor = data["next_cursor"]
         return cls(
             [MemoryItem.from_dict(item) for item in data["items"]],
             None if cursor is None else str(cursor),
         )
+
+
+#: The review queue's page: an :class:`ItemPage` of quarantined items.
+QuarantinePage = ItemPage
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
-"""The expiry worker: appends ``memory.expired`` events on a schedule (SPEC §9).
+"""The expiry worker: expiry and retention on a schedule (SPEC §7, §9).
 
-It runs ``MemoryService.expire_due`` in a worker thread (the store is synchronous) every
-``interval`` seconds. Several instances on one database are safe: each expiry is a
+Every ``interval`` seconds it runs, in a worker thread (the store is synchronous),
+``MemoryService.expire_due`` (``memory.expired`` for items past their time-to-live) and
+then ``MemoryService.apply_retention`` (``memory.content_destroyed`` for items past their
+retention window). Several instances on one database are safe: each change is a
 compare-and-swap on the item's version, so one instance wins and the others skip it.
 Stopping is graceful: the loop stops waiting at once, and a run in progress finishes.
 """
@@ -43,17 +45,22 @@ class ExpiryWorker:
             await task
 
     async def run_once(self) -> int:
-        """One expiry pass in a worker thread; failures are logged, never raised."""
+        """One pass in a worker thread (expiry, then retention); how many items it expired.
+        Failures are logged, never raised."""
         try:
-            expired = await asyncio.to_thread(self.service.expire_due)
+            expired, destroyed = await asyncio.to_thread(self._sweep)
         except Exception as error:  # noqa: BLE001 - the loop must survive a failed run
             log.warning("expiry run failed", extra={"error_type": type(error).__name__})
             return 0
         finally:
             self.runs += 1
-        if expired:
-            log.info("expiry run", extra={"expired": expired})
+        if expired or destroyed:
+            log.info("expiry run", extra={"expired": expired, "content_destroyed": destroyed})
         return expired
+
+    def _sweep(self) -> tuple[int, int]:
+        expired = self.service.expire_due()
+        return expired, self.service.apply_retention().destroyed
 
     async def _loop(self) -> None:
         while not self._stop.is_set():

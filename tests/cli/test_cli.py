@@ -1,4 +1,5 @@
-"""The ``gmem`` commands: keys, demo, replay, expire, export, import, migrate, and errors."""
+"""The ``gmem`` commands: demo, replay, expire, export, import, migrate, and errors (the
+``keys`` commands: ``test_keys.py``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory import open_service, open_store
-from governed_memory.apikeys import split_token, verify
-from governed_memory.core.values import Scope, Trust
+from governed_memory import open_service
 from tests.cli.conftest import Gmem
 from tests.support.fakes import FakeClock, body, principal
+from tests.support.legacy import write_legacy
 
 
 def write_items(data_dir: Path, count: int = 2, clock: FakeClock | None = None) -> list[str]:
@@ -24,114 +24,6 @@ def write_items(data_dir: Path, count: int = 2, clock: FakeClock | None = None) 
         return [service.write(writer, body(id=f"m-{n}")).item.id for n in range(count)]
     finally:
         service.close()
-
-
-def test_keys_create_json_prints_a_working_key(gmem: Gmem, tmp_path: Path) -> None:
-    """--json prints one object with key_id, api_key and the grants; the key authenticates."""
-    run = gmem(
-        *("keys", "create", "--tenant", "acme", "--agents", "support-bot,sales-bot"),
-        *("--scopes", "memory:write,memory:read", "--max-trust", "trusted", "--json"),
-        *("--data-dir", str(tmp_path)),
-    )
-    assert run.status == 0, run.err
-    created = json.loads(run.out)
-    assert created["tenant_id"] == "acme"
-    assert created["agents"] == ["sales-bot", "support-bot"]
-    assert created["scopes"] == ["memory:read", "memory:write"]
-    assert created["max_trust"] == "trusted"
-    key_id, secret = split_token(created["api_key"])
-    assert key_id == created["key_id"]
-    store = open_store(data_dir=tmp_path)
-    try:
-        who = verify(store.api_key(key_id), secret)
-    finally:
-        store.close()
-    assert (who.tenant_id, who.max_trust) == ("acme", Trust.TRUSTED)
-    assert who.scopes == {Scope.MEMORY_WRITE, Scope.MEMORY_READ}
-
-
-def test_keys_create_without_json_shows_the_key_once_with_a_warning(
-    gmem: Gmem, tmp_path: Path
-) -> None:
-    """Without --json the key is printed with a warning to store it; every agent with '*'."""
-    run = gmem(
-        *("keys", "create", "--tenant", "acme", "--agents", "*", "--scopes", "memory:read"),
-        *("--max-trust", "untrusted", "--data-dir", str(tmp_path)),
-    )
-    assert run.status == 0
-    assert run.out.count("gmem_") == 1
-    assert "shown only once" in run.out
-    listed = json.loads(gmem("keys", "list", "--json", "--data-dir", str(tmp_path)).out)
-    assert listed[0]["agents"] == "*"
-
-
-@pytest.mark.parametrize(
-    ("flag", "value", "field"),
-    [
-        ("--scopes", "memory:everything", "scopes"),
-        ("--max-trust", "verified", "max_trust"),
-        ("--tenant", "Not A Tenant", "tenant_id"),
-        ("--agents", "", "agents"),
-    ],
-)
-def test_keys_create_refuses_bad_grants_in_one_line(
-    gmem: Gmem, tmp_path: Path, flag: str, value: str, field: str
-) -> None:
-    """A bad scope, trust, tenant or agent list is one error line naming the field."""
-    args = {
-        "--tenant": "acme",
-        "--agents": "*",
-        "--scopes": "memory:read",
-        "--max-trust": "trusted",
-    } | {flag: value}
-    run = gmem(
-        "keys", "create", *[x for kv in args.items() for x in kv], "--data-dir", str(tmp_path)
-    )
-    assert run.status == 1
-    assert run.err.count("\n") == 1
-    assert field in run.err
-
-
-def test_keys_list_shows_keys_without_secrets(gmem: Gmem, tmp_path: Path) -> None:
-    """keys list shows each key's id and grants, never the secret; --tenant filters."""
-    tokens = []
-    for tenant in ("acme", "globex"):
-        run = gmem(
-            *("keys", "create", "--tenant", tenant, "--agents", "*", "--scopes", "memory:read"),
-            *("--max-trust", "untrusted", "--name", f"{tenant}-reader", "--json"),
-            *("--data-dir", str(tmp_path)),
-        )
-        tokens.append(json.loads(run.out)["api_key"])
-    run = gmem("keys", "list", "--data-dir", str(tmp_path))
-    assert run.status == 0
-    assert len(run.out.splitlines()) == 2
-    for token in tokens:
-        key_id, secret = split_token(token)
-        assert key_id in run.out
-        assert secret not in run.out
-    only = gmem("keys", "list", "--tenant", "globex", "--data-dir", str(tmp_path))
-    assert [line.split()[1] for line in only.out.splitlines()] == ["globex"]
-
-
-def test_keys_revoke_stops_a_key(gmem: Gmem, tmp_path: Path) -> None:
-    """A revoked key is listed as revoked and no longer authenticates."""
-    created = json.loads(
-        gmem(
-            *("keys", "create", "--tenant", "acme", "--agents", "*", "--scopes", "memory:read"),
-            *("--max-trust", "untrusted", "--json", "--data-dir", str(tmp_path)),
-        ).out
-    )
-    run = gmem("keys", "revoke", created["key_id"], "--data-dir", str(tmp_path))
-    assert run.status == 0
-    listed = json.loads(gmem("keys", "list", "--json", "--data-dir", str(tmp_path)).out)
-    assert listed[0]["revoked_at"] is not None
-
-
-def test_keys_revoke_of_an_unknown_id_fails_in_one_line(gmem: Gmem, tmp_path: Path) -> None:
-    """Revoking a key that does not exist is an error, not a silent success."""
-    run = gmem("keys", "revoke", "0123456789abcdef", "--data-dir", str(tmp_path))
-    assert run.status == 1
-    assert run.err == "gmem: error: no API key with id '0123456789abcdef'\n"
 
 
 def test_demo_walks_the_lifecycle_over_http(
@@ -183,8 +75,40 @@ def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:
     write_items(tmp_path, count=2, clock=past)
     run = gmem("expire", "--data-dir", str(tmp_path))
     assert run.status == 0
-    assert run.out.strip() == "expired 2 item(s)"
-    assert gmem("expire", "--data-dir", str(tmp_path)).out.strip() == "expired 0 item(s)"
+    assert run.out.splitlines() == [
+        "expired 2 item(s)",
+        "destroyed the content of 0 item(s) past retention",
+    ]
+    assert gmem("expire", "--data-dir", str(tmp_path)).out.splitlines()[0] == "expired 0 item(s)"
+
+
+def test_expire_applies_retention_and_counts_what_it_skips(gmem: Gmem, tmp_path: Path) -> None:
+    """With a retention window of 0 given by its flag, expire destroys the content of what
+    it expired; a memory written before items had keys is skipped, and the output says so."""
+    past = FakeClock(datetime.now(UTC) - timedelta(days=800))
+    write_items(tmp_path, count=2, clock=past)
+    service = open_service(data_dir=tmp_path, clock=past)
+    try:
+        write_legacy(service, principal(), body(id="old"))
+    finally:
+        service.close()
+    run = gmem("expire", "--retention-fact-expired-seconds", "0", "--data-dir", str(tmp_path))
+    assert run.status == 0, run.err
+    assert run.out.splitlines() == [
+        "expired 3 item(s)",
+        "destroyed the content of 2 item(s) past retention",
+        "skipped 1 item(s) past retention written before items had keys of their own: "
+        "only forgetting their subjects destroys their content",
+    ]
+    service = open_service(data_dir=tmp_path)
+    try:
+        assert [service.get(principal(), m).content is None for m in ("m-0", "m-1", "old")] == [
+            True,
+            True,
+            False,
+        ]
+    finally:
+        service.close()
 
 
 def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
@@ -201,7 +125,7 @@ def test_export_then_import_moves_a_store(gmem: Gmem, tmp_path: Path) -> None:
     (target / "master.key").write_bytes((source / "master.key").read_bytes())
     run = gmem("import", str(export), "--data-dir", str(target))
     assert run.status == 0, run.err
-    assert "imported 3 event(s)" in run.out
+    assert "imported 3 event(s), 1 subject key(s), 3 item key(s)" in run.out
     service = open_service(data_dir=target)
     try:
         assert service.get(principal(), "m-2").content == body()["content"]

@@ -9,7 +9,7 @@ import pytest
 from governed_memory import open_store
 from governed_memory.config import load_settings
 from governed_memory.core.policy import DAY
-from governed_memory.core.values import Kind
+from governed_memory.core.values import Kind, Status
 from governed_memory.errors import ConfigError, FieldError, ValidationError
 from tests.cli.conftest import Gmem
 
@@ -52,6 +52,22 @@ def test_ttl_variables_build_the_policy(monkeypatch: pytest.MonkeyPatch) -> None
     assert (policy.default_seconds, policy.max_seconds) == (600, 3600)
 
 
+def test_retention_variables_build_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GMEM_RETENTION_<STATUS>_SECONDS sets a status's window for every kind, and
+    GMEM_RETENTION_<KIND>_<STATUS>_SECONDS overrides it for one kind; unset, the defaults:
+    30 days after expiry or rejection, 365 after a correction."""
+    windows = load_settings().retention_policy().windows
+    assert windows[(Kind.FACT, Status.EXPIRED)] == 30 * DAY
+    assert windows[(Kind.SKILL, Status.REJECTED)] == 30 * DAY
+    assert windows[(Kind.PREFERENCE, Status.SUPERSEDED)] == 365 * DAY
+    monkeypatch.setenv("GMEM_RETENTION_EXPIRED_SECONDS", "3600")
+    monkeypatch.setenv("GMEM_RETENTION_WORKING_NOTE_EXPIRED_SECONDS", "0")
+    windows = load_settings().retention_policy().windows
+    assert windows[(Kind.FACT, Status.EXPIRED)] == 3600
+    assert windows[(Kind.WORKING_NOTE, Status.EXPIRED)] == 0
+    assert windows[(Kind.WORKING_NOTE, Status.REJECTED)] == 30 * DAY
+
+
 def test_a_settings_file_is_read_under_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,6 +93,10 @@ def test_a_settings_file_is_read_under_the_environment(
         ("GMEM_LOG_LEVEL", "LOUD"),
         ("GMEM_TTL_FACT_DEFAULT_SECONDS", "0"),
         ("GMEM_TTL_FACT_MAX_SECONDS", "60"),
+        ("GMEM_RETENTION_EXPIRED_SECONDS", "-1"),
+        ("GMEM_RETENTION_SUPERSEDED_SECONDS", "a year"),
+        ("GMEM_RETENTION_FACT_REJECTED_SECONDS", "-86400"),
+        ("GMEM_RETENTION_SKILL_EXPIRED_SECONDS", str(101 * 365 * DAY)),
         ("GMEM_MASTER_KEY", "bm90LWEta2V5"),
         ("GMEM_DATABASE_URL", "mysql://db/gmem"),
         ("GMEM_SEARCH_LANGUAGE", "klingon"),

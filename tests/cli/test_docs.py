@@ -116,4 +116,6 @@ def test_every_setting_but_the_master_key_has_a_flag_and_a_row_in_the_docs() -> 
     rows = set(re.findall(r"`(GMEM_[A-Z_<>]+)`", table))
     kinds = ("FACT", "PREFERENCE", "SKILL", "WORKING_NOTE")
     rows |= {row.replace("<KIND>", kind) for row in rows for kind in kinds}
+    statuses = ("EXPIRED", "REJECTED", "SUPERSEDED")  # of the retention windows
+    rows |= {row.replace("<STATUS>", status) for row in rows for status in statuses}
     assert {f"GMEM_{field.upper()}" for field in fields} <= rows

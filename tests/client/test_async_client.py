@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,7 +39,8 @@ def run(
 
 
 def test_every_method_works_awaited(served: Served) -> None:
-    """Write, create, get, history, review, queue, search, forget, events and health, awaited."""
+    """Write, create, get, history, review, queue, search, list, erase, forget, events and
+    health, awaited."""
     writer = served.key("memory:write,memory:read,audit:read,subject:forget", trust="untrusted")
     reviewer = served.key("memory:review,memory:read")
 
@@ -47,7 +49,8 @@ def test_every_method_works_awaited(served: Served) -> None:
         assert put.created and put.item.status is Status.QUARANTINED
         posted = await client.create(**fact(trust="untrusted", content="Second."))
         assert posted.created
-        assert (await client.get("pref-1")) == put.item
+        # Unreviewed content is shown to reviewers only, even to the key that wrote it.
+        assert (await client.get("pref-1")) == dataclasses.replace(put.item, content=None)
         assert [e.version for e in await client.history("pref-1")] == [1]
         assert len(await client.events()) == 2
         assert await client.live() and await client.ready() and await client.health()
@@ -64,11 +67,19 @@ def test_every_method_works_awaited(served: Served) -> None:
         assert found.used_tokens <= 100
 
     async def forget(client: AsyncClient) -> None:
+        assert [i.id for i in (await client.list(status="rejected")).items] != []
         result = await client.forget_subject("customer-1")
-        assert result.affected == 2
+        assert result.affected == 1  # the other one is erased already
+
+    async def erase(client: AsyncClient) -> None:
+        erased = await client.erase("pref-1")
+        assert (erased.id, erased.position) == ("pref-1", (await client.events())[-1].position)
+        page = await client.list(status=Status.DELETED, limit=1)
+        assert [item.id for item in page.items] == ["pref-1"]
 
     run(served, writer, as_writer)
     run(served, reviewer, as_reviewer)
+    run(served, served.key("subject:forget,memory:read,audit:read"), erase)
     run(served, writer, forget)
 
 

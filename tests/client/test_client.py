@@ -9,12 +9,15 @@ import pytest
 from governed_memory import (
     AuditEvent,
     Client,
+    EraseResult,
     ForgetResult,
+    ItemPage,
     Kind,
     MemoryItem,
     Provenance,
     QuarantinePage,
     SearchResult,
+    SelfPromotion,
     Status,
     Trust,
     WriteResult,
@@ -160,6 +163,52 @@ def test_forget_subject_deletes_and_is_idempotent(client: Client) -> None:
     item = client.get("pref-1")
     assert (item.status, item.content) == (Status.DELETED, None)
     assert client.forget_subject("customer-1").affected == 0
+
+
+def test_erase_deletes_one_memory_and_answers_alike_when_retried(served: Served) -> None:
+    """erase returns the EraseResult of the memory.erased event; erasing again returns it
+    again; the writer itself is refused (SelfPromotion), and the history says who erased."""
+    writer = served.client(served.key())
+    dpo = served.client(served.key("subject:forget,memory:read"))
+    writer.write("pref-1", **fact())
+    with pytest.raises(SelfPromotion):
+        writer.erase("pref-1")
+    erased = dpo.erase("pref-1", idempotency_key="erase-pref-1")
+    assert isinstance(erased, EraseResult)
+    assert (erased.id, erased.position) == ("pref-1", writer.events()[-1].position)
+    assert dpo.erase("pref-1") == erased
+    assert (dpo.get("pref-1").status, dpo.get("pref-1").content) == (Status.DELETED, None)
+    assert [e.type for e in writer.history("pref-1")] == ["memory.written", "memory.erased"]
+
+
+def test_list_pages_through_memories_with_filters(served: Served, client: Client) -> None:
+    """list returns ItemPages in (updated_at, id) order, filtered by status and kind given
+    as library values or strings, joined by next_cursor."""
+    client.write("pref-1", **fact())
+    client.write("pref-2", **fact(kind=Kind.PREFERENCE))
+    client.write("pref-3", **fact(trust="untrusted"))
+    first = client.list(limit=2)
+    assert isinstance(first, ItemPage)
+    assert [item.id for item in first.items] == ["pref-1", "pref-2"]
+    rest = client.list(limit=2, cursor=first.next_cursor)
+    assert ([item.id for item in rest.items], rest.next_cursor) == (["pref-3"], None)
+    assert [i.id for i in client.list(status=Status.QUARANTINED).items] == ["pref-3"]
+    assert [i.id for i in client.list(kind="preference", agent_id="support-bot").items] == [
+        "pref-2"
+    ]
+    assert client.list(subject_id="customer-9", purpose="support").items == []
+
+
+def test_history_gives_a_rejection_its_reason(served: Served) -> None:
+    """The memory.rejected entry of a history reads back with the reviewer's reason, for a
+    key that may read the memory's content."""
+    writer = served.client(served.key("memory:write,audit:read", trust="untrusted"))
+    reviewer = served.client(served.key("memory:review,audit:read"))
+    item = writer.create(**fact(trust="untrusted")).item
+    reviewer.reject(item.id, item.version, "contradicts the CRM")
+    assert writer.history(item.id)[-1].reason is None  # unreviewed: for reviewers only
+    rejected = reviewer.history(item.id)[-1]
+    assert (rejected.type, rejected.reason) == ("memory.rejected", "contradicts the CRM")
 
 
 def test_events_reads_the_feed_after_a_position(client: Client) -> None:

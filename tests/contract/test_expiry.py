@@ -118,3 +118,19 @@ def test_an_expired_but_unswept_item_cannot_be_revived(
     with pytest.raises(ValidationError):
         service.write(WRITER, body(id="fix", supersedes_id="a"))
     assert service.expire_due() == 2
+
+
+def test_a_read_says_expired_as_soon_as_expires_at_passes(
+    service: MemoryService, clock: FakeClock
+) -> None:
+    """GET does not wait for the worker: past its expiry an item reads as expired, at the
+    version it had; the worker's event then makes it the next version."""
+    service.write(WRITER, body(id="a", ttl_seconds=60))
+    clock.advance(seconds=60)
+    item = service.get(WRITER, "a")
+    assert (item.status, item.version) == (Status.EXPIRED, 1)
+    service.expire_due()
+    assert (service.get(WRITER, "a").status, service.get(WRITER, "a").version) == (
+        Status.EXPIRED,
+        2,
+    )

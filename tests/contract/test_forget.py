@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import Scope, Status
 from governed_memory.errors import GovernedMemoryError
-from governed_memory.records import Batch
 from governed_memory.service import MemoryService
-from tests.support.fakes import body, principal, query
+from tests.support.fakes import before_next_commit, body, principal, query
 
 WRITER = principal()
 
@@ -137,19 +135,7 @@ def _forget_before_the_next_commit(service: MemoryService, subject: str) -> list
     """Make the store forget ``subject`` just before it commits the next batch, as a
     forget on another thread or instance would, between a write's key read and its
     commit. Returns a list that gets one entry once that has happened."""
-    store = service.store
-    commit = store.commit
-    done: list[bool] = []
-
-    def forget_first(batch: Batch) -> list[StoredEvent]:
-        if not done:
-            done.append(True)
-            store.commit = commit  # type: ignore[method-assign]
-            service.forget_subject(WRITER, subject)
-        return commit(batch)
-
-    store.commit = forget_first  # type: ignore[method-assign]
-    return done
+    return before_next_commit(service.store, lambda: service.forget_subject(WRITER, subject))
 
 
 def test_a_write_racing_a_forget_is_sealed_again_under_a_fresh_key(

@@ -11,10 +11,12 @@ import pytest
 from governed_memory.core.retrieval import SEMANTIC_ALPHA, admits, idf, semantic_scale
 from governed_memory.core.values import Kind
 from governed_memory.crypto import Keyring
+from governed_memory.errors import CryptoError
 from governed_memory.ports import Store
 from governed_memory.records import SEARCH_INDEX, SearchRequest
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings
+from governed_memory.service.vault import Vault
 from tests.support.embedder import FakeEmbedder
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
 
@@ -120,23 +122,23 @@ def test_an_items_vector_leaves_the_index_with_it(
 
 
 def test_vectors_are_sealed_and_bound_to_their_item(semantic: MemoryService, store: Store) -> None:
-    """A stored vector is ciphertext under the subject's key: it opens for its own item
-    and content version only."""
-    from governed_memory.errors import CryptoError
-
+    """A stored vector is ciphertext under its memory's own key: it opens for its own item,
+    content version and purpose only."""
     semantic.write(WRITER, body(id="a", content="A car."))
     semantic.write(WRITER, body(id="b", content="A phone."))
     request = SearchRequest("acme", "support-bot", "support", [], semantic.clock.now())
     sealed = {v.memory_id: v for v in store.scope_vectors(request)}
     assert b"car" not in sealed["a"].blob
-    keyring = semantic.keyring
-    key = store.subject_key("acme", "customer-1")
-    assert key is not None
-    assert keyring.open(key, "a", sealed["a"].version, sealed["a"].blob, purpose="vector")
+    keyring, vault = semantic.keyring, Vault(store, semantic.keyring)
+    a, b = store.get("acme", "a"), store.get("acme", "b")
+    assert a is not None and b is not None
+    key_a, key_b = vault.content_key(a), vault.content_key(b)
+    assert key_a is not None and key_b is not None
+    assert len(keyring.open(key_a, sealed["a"].version, sealed["a"].blob, "vector")) == 16 * 4
     with pytest.raises(CryptoError):
-        keyring.open(key, "b", sealed["b"].version, sealed["a"].blob, purpose="vector")
+        keyring.open(key_b, sealed["a"].version, sealed["a"].blob, "vector")
     with pytest.raises(CryptoError):
-        keyring.open(key, "a", sealed["a"].version, sealed["a"].blob, purpose="content")
+        keyring.open(key_a, sealed["a"].version, sealed["a"].blob, "content")
 
 
 def test_a_query_without_terms_is_not_embedded(semantic: MemoryService) -> None:

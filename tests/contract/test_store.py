@@ -35,6 +35,7 @@ from tests.support.fakes import START
 from tests.support.threads import race
 
 TENANT = "acme"
+CREDENTIAL = "key:0123456789abcdef"
 INDEX = IndexDoc({101: 1, 102: 2}, 3)
 
 
@@ -165,7 +166,9 @@ def test_one_idempotency_key_commits_one_event_and_the_others_get_the_first_reco
     the first record (its fingerprint, result and position) for every other."""
 
     def attempt(i: int) -> list[StoredEvent]:
-        record = IdempotencyRecord(TENANT, "retry-1", f"fingerprint-{i}", {"memory_id": f"m{i}"})
+        record = IdempotencyRecord(
+            TENANT, CREDENTIAL, "retry-1", f"fingerprint-{i}", {"memory_id": f"m{i}"}
+        )
         return store.commit(write(written(f"m{i}"), idempotency=record))
 
     results = race(8, attempt)
@@ -174,7 +177,7 @@ def test_one_idempotency_key_commits_one_event_and_the_others_get_the_first_reco
     taken = [r for r in results if isinstance(r, IdempotencyKeyTaken)]
     assert len(winners) == 1 and len(taken) == 7, results
     (stored,) = winners[0]
-    first = store.idempotency(TENANT, "retry-1")
+    first = store.idempotency(TENANT, CREDENTIAL, "retry-1")
     assert first is not None
     assert first.position == stored.position
     assert first.result == {"memory_id": stored.event.memory_id}
@@ -182,12 +185,29 @@ def test_one_idempotency_key_commits_one_event_and_the_others_get_the_first_reco
     assert store.head() == 1
 
 
+def test_one_key_string_of_two_credentials_is_two_keys(store: Store) -> None:
+    """The primary key is (tenant, credential, key): another credential's batch with the
+    same key string commits, and each credential finds its own record."""
+    mine = IdempotencyRecord(TENANT, CREDENTIAL, "crm-sync-1", "mine", {"memory_id": "m1"})
+    theirs = IdempotencyRecord(TENANT, "key:fedcba9876543210", "crm-sync-1", "theirs", {})
+    store.commit(write(written("m1"), idempotency=mine))
+    store.commit(write(written("m2"), idempotency=theirs))
+    assert store.head() == 2
+    found = store.idempotency(TENANT, CREDENTIAL, "crm-sync-1")
+    assert found is not None and (found.fingerprint, found.position) == ("mine", 1)
+    other = store.idempotency(TENANT, "key:fedcba9876543210", "crm-sync-1")
+    assert other is not None and (other.fingerprint, other.position) == ("theirs", 2)
+    assert store.idempotency(TENANT, "key:1111111111111111", "crm-sync-1") is None
+
+
 def test_a_key_taken_earlier_refuses_a_later_batch_with_the_stored_record(store: Store) -> None:
     """A second batch with a recorded key changes nothing and is told the first outcome."""
-    record = IdempotencyRecord(TENANT, "retry-2", "first", {"memory_id": "m1", "version": 1})
+    record = IdempotencyRecord(
+        TENANT, CREDENTIAL, "retry-2", "first", {"memory_id": "m1", "version": 1}
+    )
     store.commit(write(written("m1"), idempotency=record))
 
-    again = IdempotencyRecord(TENANT, "retry-2", "second", {"memory_id": "m2"})
+    again = IdempotencyRecord(TENANT, CREDENTIAL, "retry-2", "second", {"memory_id": "m2"})
     with pytest.raises(IdempotencyKeyTaken) as caught:
         store.commit(write(written("m2"), idempotency=again))
     assert (caught.value.record.fingerprint, caught.value.record.position) == ("first", 1)

@@ -7,12 +7,14 @@ from datetime import timedelta
 import pytest
 
 from governed_memory.core.policy import (
+    DAY,
     DEFAULT_TTLS,
     KindPolicy,
+    RetentionPolicy,
     TtlPolicy,
     capped_confidence,
 )
-from governed_memory.core.values import Kind, Trust
+from governed_memory.core.values import Kind, Status, Trust
 from governed_memory.errors import ValidationError
 from tests.support.fakes import START
 
@@ -66,3 +68,36 @@ def test_untrusted_confidence_is_capped_and_trusted_is_not() -> None:
     assert capped_confidence(Trust.UNTRUSTED, 0.99) == 0.5
     assert capped_confidence(Trust.UNTRUSTED, 0.2) == 0.2
     assert capped_confidence(Trust.TRUSTED, 0.99) == 0.99
+
+
+def test_the_default_retention_keeps_content_30_30_and_365_days() -> None:
+    """Expired and rejected content is kept 30 days, superseded content 365, for every kind."""
+    windows = RetentionPolicy().windows
+    assert {seconds // DAY for (_, status), seconds in windows.items()} == {30, 365}
+    for kind in Kind:
+        assert windows[(kind, Status.EXPIRED)] == 30 * DAY
+        assert windows[(kind, Status.REJECTED)] == 30 * DAY
+        assert windows[(kind, Status.SUPERSEDED)] == 365 * DAY
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [
+        {(Kind.FACT, Status.EXPIRED): -1},
+        {(Kind.FACT, Status.ACTIVE): 10},
+        {(Kind.FACT, Status.DELETED): 10},
+    ],
+    ids=["negative", "active-has-no-window", "deleted-has-no-window"],
+)
+def test_a_retention_window_is_validated(windows: dict[tuple[Kind, Status], int]) -> None:
+    """A negative window, or one for a status that keeps no content to destroy (or must keep
+    it), cannot build a policy."""
+    with pytest.raises(ValidationError):
+        RetentionPolicy.from_seconds({}, windows)
+
+
+def test_a_policy_lacking_a_window_cannot_be_built() -> None:
+    """Every kind needs a window for each of expired, rejected and superseded."""
+    missing = r"retention\.fact\.(expired|rejected|superseded): has no window"
+    with pytest.raises(ValidationError, match=missing):
+        RetentionPolicy({(Kind.SKILL, Status.EXPIRED): 1})

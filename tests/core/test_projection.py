@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from governed_memory.codec import (
+    CodecError,
+    event_from_row,
+    event_row,
+    stored_from_json,
+    stored_to_json,
+)
 from governed_memory.core import lifecycle
 from governed_memory.core.commands import PromoteMemory, WriteMemory
-from governed_memory.core.events import Event, MemoryPromoted
+from governed_memory.core.events import (
+    Event,
+    MemoryContentDestroyed,
+    MemoryErased,
+    MemoryPromoted,
+    StoredEvent,
+)
 from governed_memory.core.lifecycle import Context, SealedContent
 from governed_memory.core.projection import ProjectionError, apply, diff, replay
 from governed_memory.core.values import Status
@@ -94,3 +108,42 @@ def test_diff_names_the_fields_that_differ() -> None:
     assert list(diff(projection, {})) == [
         "acme/a: produced by the log but missing from the projection"
     ]
+
+
+def test_erasing_deletes_and_destroying_content_keeps_the_status() -> None:
+    """memory.erased leaves the item deleted; memory.content_destroyed leaves it in its
+    status; both leave no content and no token count, and count as a change."""
+    events = log_of([("a", 0, False)])
+    item = replay(events)[("acme", "a")]
+    later = START + timedelta(days=1)
+    erased = apply(item, MemoryErased("x", "acme", "a", 2, later, "dpo", None))
+    destroyed = apply(item, MemoryContentDestroyed("y", "acme", "a", 2, later, "sys", None))
+    assert (erased.status, destroyed.status) == (Status.DELETED, Status.QUARANTINED)
+    for changed in (erased, destroyed):
+        assert (changed.content, changed.tokens, changed.version) == (None, 0, 2)
+        assert changed.updated_at == later
+        assert changed.content_hash == item.content_hash  # unlinkable once its key is gone
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        MemoryErased("e1", "acme", "a", 2, START, "dpo", "erase-key"),
+        MemoryContentDestroyed("e2", "acme", "a", 3, START, "system:retention", None),
+    ],
+    ids=["erased", "content-destroyed"],
+)
+def test_the_new_events_read_back_from_their_stored_and_exported_forms(event: Event) -> None:
+    """Every backend and the export store them through the codec: the same event back,
+    with a payload that holds no content (only the cause, for retention)."""
+    row = event_row(event)
+    assert event_from_row(row) == event
+    assert stored_from_json(stored_to_json(StoredEvent(7, event))) == StoredEvent(7, event)
+    assert json.loads(row.payload) in ({}, {"cause": "retention"})
+
+
+def test_an_unknown_cause_of_destroyed_content_is_refused() -> None:
+    """The cause is a closed vocabulary, never free text."""
+    row = event_row(MemoryContentDestroyed("e2", "acme", "a", 3, START, "sys", None))
+    with pytest.raises(CodecError):
+        event_from_row(dataclasses.replace(row, payload='{"cause": "because I said so"}'))

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from governed_memory.mcp_server import SDK_MISSING
 from tests.mcp_server.conftest import DEADLINE_SECONDS, Service, structured
-from tests.support.processes import GMEM, free_port, stop, wait_ready
+from tests.support.processes import GMEM, create_key, free_port, stop, wait_ready
 
 
 def gmem_mcp(
@@ -58,6 +59,25 @@ def test_a_reviewer_server_needs_a_review_key(service: Service) -> None:
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("gmem: error: --reviewer needs a key with memory:review: ")
+
+
+@pytest.mark.parametrize("key", ["unknown", "review-only"])
+def test_an_agent_server_checks_its_key_at_start(service: Service, key: str) -> None:
+    """An unknown key, or one that cannot read, stops the agent server at start with one
+    line, as --reviewer does, instead of starting and failing every call."""
+    token = {
+        "unknown": "gmem_0123456789abcdef_" + "A" * 43,
+        "review-only": create_key(service.data_dir, "memory:review", "untrusted"),
+    }[key]
+    done = gmem_mcp(env={"GMEM_URL": service.url, "GMEM_API_KEY": token})
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        "gmem: error: the agent tools need a key with memory:read and memory:write: "
+    )
+    assert ("unknown or does not match" in lines[0]) is (key == "unknown")
+    assert ("lacks the scope memory:read" in lines[0]) is (key == "review-only")
 
 
 def test_without_the_sdk_it_says_how_to_install_it() -> None:

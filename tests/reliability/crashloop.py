@@ -322,8 +322,13 @@ class CrashLoop:
         reviewer = create_key(
             data_dir, scopes="memory:review", trust="untrusted", env=self.server.env
         )
+        # The checks read every item's content, unreviewed ones included: a reviewer's read.
+        auditor = create_key(
+            data_dir, scopes="memory:read,memory:review", trust="untrusted", env=self.server.env
+        )
         self.headers = {"Authorization": f"Bearer {writer}"}
         self.reviewer = {"Authorization": f"Bearer {reviewer}"}
+        self.auditor = {"Authorization": f"Bearer {auditor}"}
         run_id = secrets.token_hex(3)
         self.workers = [Worker(n, run_id, random.Random(self.rng.random())) for n in range(workers)]
         self.stats = Stats(seed=self.seed)
@@ -431,7 +436,7 @@ class CrashLoop:
         for worker in self.workers:
             for memory_id, want in worker.items.items():
                 count += 1
-                response = client.get(f"/v1/memories/{memory_id}", headers=self.headers)
+                response = client.get(f"/v1/memories/{memory_id}", headers=self.auditor)
                 if response.status_code != 200:
                     self.fail(f"{memory_id}: GET answered {response.status_code}")
                     continue

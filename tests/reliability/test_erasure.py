@@ -28,6 +28,7 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import MemoryRejected, MemoryWritten
+from governed_memory.core.values import Scope
 from governed_memory.crypto import (
     Keyring,
     load_or_create_key_file,
@@ -160,16 +161,21 @@ def test_the_subject_key_and_its_search_postings_are_gone(forgotten: Forgotten) 
 
 
 def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -> None:
-    """The log still holds the sealed blobs; with the master key and every key left, none opens."""
+    """The log still holds the sealed blobs; with the master key and every key left (each
+    subject key, each item key it wraps), none opens; the subject's item keys are gone."""
     keyring = Keyring(load_or_create_key_file(forgotten.data))
     store = SQLiteStore.in_directory(forgotten.data)
     try:
         assert store.subject_key("acme", "victim") is None
-        keys = list(store.subject_keys())
+        assert [key.subject_id for key in store.item_keys()] == ["bystander"]
+        subjects = {key.subject_id: key for key in store.subject_keys()}
+        keys = [keyring.subject_sealing_key(key, "") for key in subjects.values()] + [
+            keyring.item_sealing_key(subjects[key.subject_id], key) for key in store.item_keys()
+        ]
         sealed = [
             (stored.event.memory_id, stored.event.version, blob, purpose)
             for stored in store.events_after("acme", 0, 1000)
-            for blob, purpose in _sealed(stored.event)
+            for blob, purpose in sealed_blobs(stored.event)
             if stored.event.memory_id in {"m1", "m2", "m3"}
         ]
     finally:
@@ -178,10 +184,11 @@ def test_no_remaining_key_opens_the_forgotten_ciphertext(forgotten: Forgotten) -
     for memory_id, version, blob, purpose in sealed:
         for key in keys:
             with pytest.raises(CryptoError):
-                keyring.open(key, memory_id, version, blob, purpose)
+                keyring.open(dataclasses.replace(key, memory_id=memory_id), version, blob, purpose)
 
 
-def _sealed(event: object) -> list[tuple[bytes, str]]:
+def sealed_blobs(event: object) -> list[tuple[bytes, str]]:
+    """The sealed blobs an event carries, each with its purpose (content, reason)."""
     if isinstance(event, MemoryWritten):
         return [(event.content, "content")]
     if isinstance(event, MemoryRejected) and event.reason is not None:
@@ -410,31 +417,45 @@ def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Vectors]
         next(stores, None)
 
 
-def test_forgotten_vectors_are_gone_and_unreadable(vectors: Vectors) -> None:
-    """A vector is content: never stored in the clear; after forget the subject's vector
-    rows are gone (SQLite: not a byte of them left in any file) and no key left opens the
-    sealed vectors read before; the bystander's vector stays and still finds its item."""
+def test_forgotten_and_erased_vectors_are_gone_and_unreadable(vectors: Vectors) -> None:
+    """A vector is content: never stored in the clear; after a forget and a single-item
+    erase, those items' vector rows are gone (SQLite: not a byte of them left in any file)
+    and no key left opens the sealed vectors read before; the bystander's vector stays and
+    still finds its item."""
     service, embedder = vectors.service, FakeEmbedder()
     canary = f"The car of {CANARY} is red."
     service.write(WRITER, body("m1", "victim", canary))
+    service.write(WRITER, body("e1", "bystander", f"The erased car of {CANARY}."))
     service.write(WRITER, body("k1", "bystander", f"The phone of {KEEP} rings."))
     plain = array("f", unit(embedder.embed([canary])[0], embedder)).tobytes()
     request = SearchRequest("acme", "support-bot", "support", [], service.clock.now())
     sealed = {v.memory_id: v for v in service.store.scope_vectors(request)}
-    assert set(sealed) == {"m1", "k1"} and vectors.rows() == 2
+    assert set(sealed) == {"m1", "e1", "k1"} and vectors.rows() == 3
     files = vectors.files()
-    if files:  # SQLite: the search below would see the sealed vector if it were left
+    if files:  # SQLite: the search below would see a sealed vector if it were left
         assert any(sealed["m1"].blob in path.read_bytes() for path in files)
     service.forget_subject(WRITER, "victim")
+    service.erase(principal(name="dpo", scopes={Scope.SUBJECT_FORGET}), "e1")
     assert {v.memory_id for v in service.store.scope_vectors(request)} == {"k1"}
     assert vectors.rows() == 1
     for path in vectors.files():
         raw = path.read_bytes()
-        for form in (plain, plain.decode("latin-1").encode("utf-8"), sealed["m1"].blob):
+        for form in (plain, sealed["m1"].blob, sealed["e1"].blob):
             assert form not in raw, path.name
-    for key in service.store.subject_keys():
-        with pytest.raises(CryptoError):
-            service.keyring.open(key, "m1", sealed["m1"].version, sealed["m1"].blob, "vector")
+    store, keyring = service.store, service.keyring
+    subjects = {key.subject_id: key for key in store.subject_keys()}
+    keys = [keyring.subject_sealing_key(key, "") for key in subjects.values()] + [
+        keyring.item_sealing_key(subjects[key.subject_id], key) for key in store.item_keys()
+    ]
+    for gone in ("m1", "e1"):
+        for key in keys:
+            with pytest.raises(CryptoError):
+                keyring.open(
+                    dataclasses.replace(key, memory_id=gone),
+                    sealed[gone].version,
+                    sealed[gone].blob,
+                    "vector",
+                )
     hits = service.search(
         WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "telephone"}
     )

@@ -31,13 +31,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Operations whose rules go beyond what a schema can say (TTL policy and expiry against
 #: the clock, the correction's target, an opaque cursor): a schema-valid request may still
-#: be refused with 422 there, and only there.
+#: be refused with 422 there, and only there. Erasing uses a key of its own (nobody erases
+#: what they wrote), and may meet a memory that cannot be erased alone (409).
 CONFIG = """\
 hooks = "tests.reliability.st_hooks"
 
 [[operations]]
 include-path = ["/v1/memories", "/v1/memories/{{id}}"]
-include-method = ["POST", "PUT"]
+include-method = ["GET", "POST", "PUT"]
+checks.positive_data_acceptance.expected-statuses = {accepted}
+
+[[operations]]
+include-path = "/v1/memories/{{id}}"
+include-method = "DELETE"
+headers = {{ Authorization = "{eraser}" }}
 checks.positive_data_acceptance.expected-statuses = {accepted}
 
 [[operations]]
@@ -81,6 +88,7 @@ def add_links(spec: dict[str, Any]) -> dict[str, Any]:
             "operationId": _operation_id(spec, "post", "/v1/subjects/{subject_id}/forget"),
             "parameters": {"subject_id": "$response.body#/subject_id"},
         },
+        "Erase": {"operationId": _operation_id(spec, "delete", item), "parameters": by_id},
     }
     for method, path, status in [
         ("put", item, "201"),
@@ -96,14 +104,19 @@ def add_links(spec: dict[str, Any]) -> dict[str, Any]:
 def test_fuzzing_the_openapi_document_finds_no_defect(make_api: MakeApi, tmp_path: Path) -> None:
     """Every check, every phase: no 5xx, no schema violation, every error a problem."""
     api = make_api(rate_limit_requests=10**9)
-    admin = api.key(ALL_MEMORY_SCOPES + ",admin")
+    admin = api.key(ALL_MEMORY_SCOPES)
     reviewer = api.key("memory:review,memory:read", trust="untrusted")
+    eraser = api.key("subject:forget,memory:read", trust="untrusted")
     spec = add_links(api.client.get("/openapi.json").json())
     schema = tmp_path / "openapi.json"
     schema.write_text(json.dumps(spec))
     config = tmp_path / "schemathesis.toml"
     config.write_text(
-        CONFIG.format(accepted=json.dumps(ACCEPTED), reviewer=reviewer["Authorization"])
+        CONFIG.format(
+            accepted=json.dumps(ACCEPTED),
+            reviewer=reviewer["Authorization"],
+            eraser=eraser["Authorization"],
+        )
     )
     examples = os.environ.get("GMEM_FUZZ_EXAMPLES", "40")
     seed = os.environ.get("GMEM_FUZZ_SEED", "20261202")
@@ -160,11 +173,12 @@ def test_integers_stop_at_2_53_minus_1_exactly(api: Api, admin: Headers) -> None
 
 
 def test_a_wrong_method_lists_every_method_of_the_path_in_allow(api: Api) -> None:
-    """``/v1/memories/{id}`` serves GET and PUT: a 405 there says both, not just the first."""
+    """``/v1/memories/{id}`` serves DELETE, GET and PUT: a 405 there says all three, not
+    just the first."""
     response = api.client.request("OPTIONS", "/v1/memories/m-1")
     assert response.status_code == 405
     assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["Allow"] == "GET, PUT"
+    assert response.headers["Allow"] == "DELETE, GET, PUT"
     assert api.client.delete("/v1/search").headers["Allow"] == "POST"
 
 

@@ -70,7 +70,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 globex, f"shared-{n}", content=f"Globex secret {CANARY} number {n}.", trust=trust
             )
             ids.append(item["id"])
-        acme = api.key(ALL_MEMORY_SCOPES + ",admin")
+        acme = api.key(ALL_MEMORY_SCOPES)
         api.write(acme, "acme-1", content="An acme memory about email and everything.")
         agent = api.key("memory:write,memory:read", trust="untrusted", agents="support-bot")
         yield World(api, acme, agent, globex, ids)

@@ -197,6 +197,7 @@ def _pg_key(deployment: Deployment, scopes: str, trust: str) -> dict[str, str]:
     created = json.loads(
         deployment.gmem(
             *("keys", "create", "--tenant", "acme", "--agents", "*"),
+            *("--principal", f"racer-{scopes.count(',')}-{trust}"),
             *("--scopes", scopes, "--max-trust", trust, "--json"),
         )
     )
@@ -233,8 +234,8 @@ class LateIdempotencyStore(SQLiteStore):
         super().__init__(path, synchronous="NORMAL")
         self.twin: Callable[[], object] | None = None
 
-    def idempotency(self, tenant_id: str, key: str) -> Any:
-        found = super().idempotency(tenant_id, key)
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> Any:
+        found = super().idempotency(tenant_id, credential, key)
         twin, self.twin = self.twin, None
         if twin is not None:
             twin()  # the twin commits right after this retry found nothing

@@ -41,6 +41,7 @@ class Request:
         digest = self.digest
         return Keyed(
             "acme",
+            "key:writer",
             self.key,
             lambda record: record.fingerprint == digest,
             lambda record: str(record.result["name"]),
@@ -135,10 +136,20 @@ def test_a_real_conflict_stays_a_conflict(store: MemoryStore, protocol: Idempote
 
 def test_keys_are_per_tenant(store: MemoryStore, protocol: Idempotency) -> None:
     """The same key in another tenant is another key."""
-    store.commit(Batch("globex", [], [], IdempotencyRecord("globex", "k", "d", {"name": "g"})))
+    record = IdempotencyRecord("globex", "key:writer", "k", "d", {"name": "g"})
+    store.commit(Batch("globex", [], [], record))
     keyed = Request(store, "k", "d", "ours").keyed()
     assert keyed is not None
     assert protocol.replay(keyed) is None
+
+
+def test_keys_are_per_credential(store: MemoryStore, protocol: Idempotency) -> None:
+    """The same key string used by another credential of the tenant is another key."""
+    record = IdempotencyRecord("acme", "key:squatter", "k", "other digest", {"name": "s"})
+    store.commit(Batch("acme", [], [], record))
+    ours = Request(store, "k", "d", "ours")
+    assert protocol.once(ours.keyed(), ours) == "ours"
+    assert ours.runs == 1
 
 
 def test_the_fingerprint_ignores_key_order() -> None:
@@ -163,14 +174,31 @@ def test_a_replay_is_authorized_like_the_request(service: MemoryService) -> None
         service.write(reader, body(id="m1"), idempotency_key="k")
 
 
-def test_a_replay_shows_no_item_the_caller_cannot_see(service: MemoryService) -> None:
-    """A reviewer of another agent reusing a promotion's key gets not-found, not the item."""
+def test_another_credentials_key_shows_no_item_the_caller_cannot_see(
+    service: MemoryService,
+) -> None:
+    """A reviewer of another agent sending a promotion's key gets not-found, not the item."""
     service.write(WRITER, body(id="m1", trust="untrusted"))
     own = principal(name="own", scopes={Scope.MEMORY_REVIEW}, agents={"support-bot"})
     other = principal(name="other", scopes={Scope.MEMORY_REVIEW}, agents={"sales-bot"})
     service.promote(own, "m1", 1, idempotency_key="k")
     with pytest.raises(NotFound):
         service.promote(other, "m1", 1, idempotency_key="k")
+
+
+def test_another_credential_with_the_same_key_string_neither_replays_nor_is_blocked(
+    service: MemoryService, store: MemoryStore
+) -> None:
+    """Two keys of one person send one key string with different writes: both are written."""
+    first_key = dataclasses.replace(WRITER, credential_id="key:aaaa")
+    second_key = dataclasses.replace(WRITER, credential_id="key:bbbb")
+    first = service.write(first_key, body(id="m1"), idempotency_key="crm-sync-1")
+    second = service.write(second_key, body(id="m2"), idempotency_key="crm-sync-1")
+    assert (first.created, second.created) == (True, True)
+    assert store.head() == 2
+    again = service.write(second_key, body(id="m2"), idempotency_key="crm-sync-1")
+    assert again == second
+    assert store.head() == 2
 
 
 def test_a_replay_answers_with_the_item_as_the_request_left_it(service: MemoryService) -> None:
@@ -206,8 +234,8 @@ class LateIdempotencyStore(MemoryStore):
         super().__init__()
         self.twin: Callable[[], object] | None = None
 
-    def idempotency(self, tenant_id: str, key: str) -> Any:
-        found = super().idempotency(tenant_id, key)
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> Any:
+        found = super().idempotency(tenant_id, credential, key)
         twin, self.twin = self.twin, None
         if twin is not None:
             twin()

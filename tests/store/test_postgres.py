@@ -22,6 +22,7 @@ from psycopg import sql
 
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.retrieval import ScopeStatistics
+from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
 from governed_memory.errors import (
     IdempotencyKeyTaken,
@@ -311,9 +312,11 @@ def test_an_idempotency_key_taken_meanwhile_returns_the_first_record(
     store = open_store()
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     service.write(WRITER, body(id="m1"), idempotency_key="retry-1")
-    first = store.idempotency("acme", "retry-1")
+    first = store.idempotency("acme", WRITER.credential, "retry-1")
     assert first is not None
-    again = IdempotencyRecord("acme", "retry-1", "other-fingerprint", {"memory_id": "x"})
+    again = IdempotencyRecord(
+        "acme", WRITER.credential, "retry-1", "other-fingerprint", {"memory_id": "x"}
+    )
 
     with pytest.raises(IdempotencyKeyTaken) as caught:
         store.commit(Batch("acme", [], [], again))
@@ -370,7 +373,8 @@ def test_forget_deletes_the_subject_key_row_and_the_postings(
 
 
 def build_history(service: MemoryService, clock: FakeClock) -> None:
-    """A log with every kind of event: writes, review, supersession, expiry, forget."""
+    """A log with every kind of event: writes, review, supersession, expiry, forget, erase
+    and retention."""
     agent = principal(name="agent:support-bot", trust=WRITER.max_trust)
     service.write(WRITER, body(id="fact", content="Prefers email over phone."))
     service.write(agent, body(id="note", content="Asked about invoices.", trust="untrusted"))
@@ -381,9 +385,13 @@ def build_history(service: MemoryService, clock: FakeClock) -> None:
     service.write(WRITER, body(id="short", content="Short-lived email note.", ttl_seconds=60))
     service.write(WRITER, body(id="gone", subject_id="customer-9", content="Forget me email."))
     service.write(WRITER, body(id="other", subject_id="customer-2", content="Émoji 🧠 email."))
+    service.write(WRITER, body(id="card", content="Card 4111 by mistake, about email."))
     clock.advance(seconds=120)
     service.expire_due()
     service.forget_subject(WRITER, "customer-9")
+    service.erase(principal(name="dpo", scopes={Scope.SUBJECT_FORGET}), "card")
+    clock.advance(days=31)
+    assert service.apply_retention().destroyed == 2  # the expired note, the rejected one
 
 
 def test_an_export_from_sqlite_imports_into_postgres_identically(
@@ -405,8 +413,10 @@ def test_an_export_from_sqlite_imports_into_postgres_identically(
         assert target.verify_replay().ok
         assert list(target.store.tenant_items("acme")) == list(source.store.tenant_items("acme"))
         assert list(target.store.subject_keys()) == list(source.store.subject_keys())
+        assert list(target.store.item_keys()) == list(source.store.item_keys())
+        assert target.store.item_key("acme", "card") is None
         assert target.events_after(WRITER) == source.events_after(WRITER)
-        for memory_id in ("fact", "note", "bad", "fix", "short", "gone", "other"):
+        for memory_id in ("fact", "note", "bad", "fix", "short", "gone", "other", "card"):
             assert target.get(WRITER, memory_id) == source.get(WRITER, memory_id)
         hits = [h.item.id for h in target.search(WRITER, query("email")).items]
         assert hits == [h.item.id for h in source.search(WRITER, query("email")).items]

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from governed_memory.bootstrap import open_service
+from governed_memory.core.model import RETAINED_STATUSES as RETAINED
+from governed_memory.core.policy import RetentionPolicy
 from governed_memory.crypto import Keyring
 from governed_memory.errors import ReadWouldWait, VersionConflict
 from governed_memory.records import (
@@ -278,6 +280,43 @@ def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
     assert not store.database.checkpoint_due
     for name, data in files_of(data_dir).items():
         assert key.wrapped not in data, name
+
+
+def test_a_retention_sweep_under_an_open_reader_tries_each_purge_once(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a reader pins the WAL, the first destroyed key waits for its checkpoint as a
+    forget does, the next ones try once (a sweep must not stall writers per item); once
+    the reader ends, the next commit purges them all."""
+    clock = FakeClock()
+    retention = RetentionPolicy.from_seconds(dict.fromkeys(RETAINED, 0))
+    service = open_service(data_dir=data_dir, clock=clock, retention=retention)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    try:
+        for number in range(4):
+            service.write(WRITER, body(id=f"m{number}", ttl_seconds=60))
+        wrapped = [key.wrapped for key in store.item_keys()]
+        clock.advance(seconds=61)
+        service.expire_due()
+        tries: list[int] = []
+        checkpoint = store.database.checkpoint
+
+        def counted(attempts: int = 50) -> bool:
+            tries.append(attempts)
+            return checkpoint(attempts)
+
+        monkeypatch.setattr(store.database, "checkpoint", counted)
+        with store.snapshot():
+            assert service.apply_retention().destroyed == 4
+        assert tries == [50, 1, 1, 1]
+        assert store.database.checkpoint_due
+        service.write(WRITER, body(id="after", subject_id="customer-2"))
+        assert not store.database.checkpoint_due
+        for name, data in files_of(data_dir).items():
+            assert not [w for w in wrapped if w in data], name
+    finally:
+        store.close()
 
 
 def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(

@@ -8,6 +8,7 @@ library's clients (:class:`Served`). Fixtures defined here are registered by the
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -47,18 +48,30 @@ def add_key(
     agents: str = "*",
     trust: str = "trusted",
     now: datetime,
+    principal: str | None = None,
 ) -> tuple[ApiKey, str]:
     """A new API key with these grants (comma-separated, as ``gmem keys create`` takes
-    them), stored in ``api_keys``; its record and bearer token."""
+    them), stored in ``api_keys``; its record and bearer token. Without ``principal`` the
+    key is its own principal, as a key made before principals existed."""
     record, token = create_api_key(
         tenant,
         parse_agents(agents.split(",")),
         parse_scopes(scopes.split(",")),
         Trust(trust),
         now,
+        principal=principal,
     )
     api_keys.add_api_key(record)
     return record, token
+
+
+def add_legacy_key(api_keys: ApiKeys, tenant: str, scopes: str, *, now: datetime) -> str:
+    """A key with scopes no new key may have (``admin``), as keys made earlier carry them,
+    stored in ``api_keys``; its bearer token."""
+    record, token = create_api_key(tenant, None, frozenset(), Trust.UNTRUSTED, now)
+    legacy = dataclasses.replace(record, scopes=parse_scopes(scopes.split(",")))
+    api_keys.add_api_key(legacy)
+    return token
 
 
 def settings_for(directory: Path, **overrides: Any) -> Settings:
@@ -116,11 +129,24 @@ class Api:
         tenant: str = "acme",
         agents: str = "*",
         trust: str = "trusted",
+        principal: str | None = None,
     ) -> dict[str, str]:
-        """Authorization headers of a new key with these grants."""
+        """Authorization headers of a new key with these grants (its own principal unless
+        one is named)."""
         _, token = add_key(
-            self.store, tenant, scopes, agents=agents, trust=trust, now=self.clock.now()
+            self.store,
+            tenant,
+            scopes,
+            agents=agents,
+            trust=trust,
+            now=self.clock.now(),
+            principal=principal,
         )
+        return {"Authorization": f"Bearer {token}"}
+
+    def legacy_key(self, scopes: str, *, tenant: str = "acme") -> dict[str, str]:
+        """Authorization headers of a key carrying scopes no new key may (``admin``)."""
+        token = add_legacy_key(self.store, tenant, scopes, now=self.clock.now())
         return {"Authorization": f"Bearer {token}"}
 
     def write(
@@ -225,6 +251,7 @@ __all__ = [
     "Served",
     "Serving",
     "add_key",
+    "add_legacy_key",
     "admin",
     "api",
     "build_api",

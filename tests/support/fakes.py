@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import Principal
 from governed_memory.core.values import Scope, Trust
+from governed_memory.ports import Store
+from governed_memory.records import Batch
 
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -28,6 +32,24 @@ class FakeClock:
         with self._lock:
             self._now += timedelta(**delta)
             return self._now
+
+
+def before_next_commit(store: Store, meanwhile: Callable[[], object]) -> list[bool]:
+    """Run ``meanwhile`` just before ``store`` commits its next batch, as another thread or
+    instance would between a command's reads and its commit. The list returned gets one
+    entry once that has happened."""
+    commit = store.commit
+    done: list[bool] = []
+
+    def first_meanwhile(batch: Batch) -> list[StoredEvent]:
+        if not done:
+            done.append(True)
+            store.commit = commit  # type: ignore[method-assign]
+            meanwhile()
+        return commit(batch)
+
+    store.commit = first_meanwhile  # type: ignore[method-assign]
+    return done
 
 
 def principal(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import resource
+import secrets
 import signal
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from pathlib import Path
 import httpx
 
 GMEM = str(Path(sys.executable).parent / "gmem")
-ALL_SCOPES = "memory:write,memory:read,memory:review,subject:forget,audit:read,admin"
+ALL_SCOPES = "memory:write,memory:read,memory:review,subject:forget,audit:read"
 STOP_SECONDS = 40
 
 
@@ -57,13 +58,16 @@ def create_key(
     agents: str = "*",
     *,
     tenant: str = "acme",
+    principal: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> str:
-    """A new API key made by ``gmem keys create --json``; the bearer token."""
+    """A new API key made by ``gmem keys create --json``; the bearer token. Each key is of
+    a principal of its own unless ``principal`` names one."""
+    principal = principal or f"principal-{secrets.token_hex(4)}"
     out = gmem(
         data_dir,
-        *("keys", "create", "--tenant", tenant, "--agents", agents),
-        *("--scopes", scopes, "--max-trust", trust, "--json"),
+        *("keys", "create", "--tenant", tenant, "--principal", principal),
+        *("--agents", agents, "--scopes", scopes, "--max-trust", trust, "--json"),
         env=env,
     )
     created = json.loads(out)

@@ -9,6 +9,8 @@ non-zero status and one line on stderr.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -41,6 +43,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         return _fail(error.detail)
     except CommandError as error:
         return _fail(str(error))
+    except BrokenPipeError:
+        # The reader stopped reading (gmem keys list | head): end quietly with the status
+        # of a process that SIGPIPE ends, as a pipeline's tools do.
+        _detach_stdout()
+        return 128 + signal.SIGPIPE
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         return _fail(f"{error.strerror or type(error).__name__}{where}")
@@ -49,6 +56,16 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     except Exception as error:  # noqa: BLE001 - one line, never a traceback quoting input
         return _fail(f"unexpected {type(error).__name__}")
     return status
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (embedded, tests): nothing to flush
+        pass
 
 
 def _fail(message: str) -> int:

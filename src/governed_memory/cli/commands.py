@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from governed_memory.apikeys import create_api_key, parse_agents, parse_scopes
 from governed_memory.bootstrap import describe_store, store_location
 from governed_memory.cli import notes
 from governed_memory.cli.options import (
@@ -28,8 +27,6 @@ from governed_memory.cli.options import (
     settings,
 )
 from governed_memory.cli.progress import rebuild_progress
-from governed_memory.core.values import Trust, enum_value
-from governed_memory.records import ApiKey
 
 
 # Not a GovernedMemoryError: it is no error of the library, only the line a command prints
@@ -85,70 +82,6 @@ def demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-# -- keys ----------------------------------------------------------------------------------
-
-
-def _key_json(key: ApiKey) -> dict[str, Any]:
-    return {
-        "key_id": key.key_id,
-        "tenant_id": key.tenant_id,
-        "name": key.name,
-        "agents": "*" if key.agents is None else sorted(key.agents),
-        "scopes": sorted(scope.value for scope in key.scopes),
-        "max_trust": key.max_trust.value,
-        "created_at": key.created_at.isoformat(),
-        "revoked_at": None if key.revoked_at is None else key.revoked_at.isoformat(),
-    }
-
-
-def keys_create(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem keys create``: a new API key, printed once."""
-    agents = parse_agents(args.agents.split(","))
-    scopes = parse_scopes(args.scopes.split(","))
-    trust = enum_value(Trust, args.max_trust, "max_trust")
-    with opened_store(args) as store:
-        record, token = create_api_key(
-            args.tenant, agents, scopes, trust, datetime.now(UTC), args.name
-        )
-        store.add_api_key(record)
-    if args.json:
-        print(json.dumps({"key_id": record.key_id, "api_key": token} | _key_json(record)), file=out)
-        return 0
-    print(f"API key {record.key_id} for tenant {record.tenant_id}:", file=out)
-    print(f"  {token}", file=out)
-    print("Store this key now: it is shown only once and cannot be recovered.", file=out)
-    return 0
-
-
-def keys_list(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem keys list``: every key's grants, never a secret."""
-    with opened_store(args, read_only=True) as store:
-        keys = store.api_keys(args.tenant)
-    if args.json:
-        print(json.dumps([_key_json(key) for key in keys]), file=out)
-        return 0
-    for key in keys:
-        row = _key_json(key)
-        state = "revoked" if key.revoked_at else "active"
-        agents = row["agents"] if row["agents"] == "*" else ",".join(row["agents"])
-        print(
-            f"{key.key_id}  {key.tenant_id}  {state}  agents={agents}  "
-            f"scopes={','.join(row['scopes'])}  max_trust={row['max_trust']}  "
-            f"name={key.name or '-'}",
-            file=out,
-        )
-    return 0
-
-
-def keys_revoke(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem keys revoke``: the key is refused from its next request on."""
-    with opened_store(args) as store:
-        if not store.revoke_api_key(args.key_id, datetime.now(UTC)):
-            raise CommandError(f"no API key with id {args.key_id!r}")
-    print(f"revoked {args.key_id}", file=out)
-    return 0
-
-
 # -- the store -----------------------------------------------------------------------------
 
 
@@ -180,9 +113,18 @@ def reindex(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def expire(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem expire``: expire every item whose TTL has run out, now."""
+    """``gmem expire``: expire every item whose TTL has run out, then destroy the content
+    of every item past its retention window, now."""
     with opened_service(args) as service:
         print(f"expired {service.expire_due()} item(s)", file=out)
+        report = service.apply_retention()
+    print(f"destroyed the content of {report.destroyed} item(s) past retention", file=out)
+    if report.legacy:
+        print(
+            f"skipped {report.legacy} item(s) past retention written before items had keys "
+            "of their own: only forgetting their subjects destroys their content",
+            file=out,
+        )
     return 0
 
 
@@ -216,8 +158,8 @@ def import_(args: argparse.Namespace, out: TextIO) -> int:
             with Path(args.file).open(encoding="utf-8") as handle:
                 report = service.maintenance.import_log(handle)
     print(
-        f"imported {report.events} event(s), {report.subject_keys} subject key(s); "
-        f"rebuilt {report.items} item(s)",
+        f"imported {report.events} event(s), {report.subject_keys} subject key(s), "
+        f"{report.item_keys} item key(s); rebuilt {report.items} item(s)",
         file=out,
     )
     return 0
@@ -237,9 +179,6 @@ __all__ = [
     "expire",
     "export",
     "import_",
-    "keys_create",
-    "keys_list",
-    "keys_revoke",
     "migrate",
     "reindex",
     "replay",

@@ -29,11 +29,19 @@ SERVER_FIELDS = (
     "log_level",
 )
 TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
+RETENTION_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("retention_"))
 SEARCH_FIELDS = ("search_language", "search_languages", "semantic")
-SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + SEARCH_FIELDS
+SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + RETENTION_FIELDS + SEARCH_FIELDS
 #: Commands that (re)build the search index: the store and how the index is built.
 INDEX_FIELDS = STORE_FIELDS + SEARCH_FIELDS
-SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, *SEARCH_FIELDS, "metrics_enabled")
+SERVE_FIELDS = (
+    *STORE_FIELDS,
+    *SERVER_FIELDS,
+    *TTL_FIELDS,
+    *RETENTION_FIELDS,
+    *SEARCH_FIELDS,
+    "metrics_enabled",
+)
 
 METAVARS = {
     "data_dir": "DIR",
@@ -101,6 +109,7 @@ def opened_service(
 
 __all__ = [
     "INDEX_FIELDS",
+    "RETENTION_FIELDS",
     "SEARCH_FIELDS",
     "SERVE_FIELDS",
     "SERVICE_FIELDS",

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from governed_memory._version import __version__
-from governed_memory.cli import commands
+from governed_memory.cli import commands, keys
 from governed_memory.cli.options import (
     INDEX_FIELDS,
+    RETENTION_FIELDS,
     SERVE_FIELDS,
     SERVICE_FIELDS,
     STORE_FIELDS,
@@ -60,10 +61,15 @@ COMMANDS = (
     Command("serve", commands.serve, "Serve the HTTP API until SIGTERM/SIGINT.", SERVE_FIELDS),
     Command(
         "keys create",
-        commands.keys_create,
-        "Create an API key; it is shown only once.",
+        keys.create,
+        "Create an API key of a named principal; it is shown only once.",
         options=(
             option("--tenant", required=True, help="the tenant the key belongs to"),
+            option(
+                "--principal",
+                help="required: the person or service account the key belongs to; nobody "
+                "promotes, rejects or erases what their principal wrote, whichever key",
+            ),
             option(
                 "--agents",
                 required=True,
@@ -73,21 +79,23 @@ COMMANDS = (
                 "--scopes",
                 required=True,
                 help="comma-separated: memory:write, memory:read, memory:review, "
-                "subject:forget, audit:read, admin",
+                "subject:forget, audit:read",
             ),
             option(
                 "--max-trust",
-                required=True,
-                help="highest trust it may write: untrusted or trusted",
+                help="highest trust it may write: untrusted or trusted (required with "
+                "memory:write; a key that does not write needs none)",
             ),
+            option("--expires-in", metavar="DURATION", help="expire after 90d, 12h, 30m or 45s"),
+            option("--expires-at", metavar="TIMESTAMP", help="expire at an RFC 3339 instant"),
             option("--name", help="a label for people (not secret)"),
             option("--json", action="store_true", help="print one JSON object"),
         ),
     ),
     Command(
         "keys list",
-        commands.keys_list,
-        "List API keys (never secrets).",
+        keys.list_,
+        "List API keys: principal, state, created, expires, last used, grants; never secrets.",
         options=(
             option("--tenant", help="only this tenant's keys"),
             option("--json", action="store_true", help="print a JSON array"),
@@ -95,9 +103,16 @@ COMMANDS = (
     ),
     Command(
         "keys revoke",
-        commands.keys_revoke,
+        keys.revoke,
         "Revoke an API key at once.",
-        options=(option("key_id", help="the key id (the part after gmem_)"),),
+        options=(
+            option(
+                "key",
+                metavar="KEY_ID",
+                help="the key id: the 16 hex characters after gmem_ in gmem_<key id>_<secret> "
+                "(a whole key is accepted too; only its id is used, never shown)",
+            ),
+        ),
     ),
     Command(
         "demo",
@@ -136,7 +151,13 @@ COMMANDS = (
         "semantic), and record them as the index's.",
         INDEX_FIELDS,
     ),
-    Command("expire", commands.expire, "Expire every item whose TTL has run out, now."),
+    Command(
+        "expire",
+        commands.expire,
+        "Expire every item whose TTL has run out, then destroy the content of every item "
+        "past its retention window, now.",
+        (*STORE_FIELDS, *RETENTION_FIELDS),
+    ),
     Command(
         "export",
         commands.export,

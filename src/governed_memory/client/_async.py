@@ -6,6 +6,7 @@ The twin of :class:`~governed_memory.client.Client`: the same calls (built by
 
 from __future__ import annotations
 
+import builtins  # the method ``list`` shadows the built-in inside the class
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar, Unpack
@@ -17,10 +18,12 @@ from governed_memory.client import _calls as calls
 from governed_memory.client._config import Config
 from governed_memory.client._retry import RETRYABLE, RetryPolicy, unreachable
 from governed_memory.core.model import MemoryItem
-from governed_memory.core.values import Kind
+from governed_memory.core.values import Kind, Status
 from governed_memory.results import (
     AuditEvent,
+    EraseResult,
     ForgetResult,
+    ItemPage,
     QuarantinePage,
     SearchResult,
     WriteResult,
@@ -130,7 +133,37 @@ class AsyncClient:
         """``GET /v1/memories/{id}``: one memory (content ``None`` once deleted)."""
         return await self._send(calls.get_call(memory_id))
 
-    async def history(self, memory_id: str) -> list[AuditEvent]:
+    async def list(
+        self,
+        *,
+        agent_id: str | None = None,
+        purpose: str | None = None,
+        subject_id: str | None = None,
+        status: Status | str | None = None,
+        kind: Kind | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ItemPage:
+        """``GET /v1/memories``: one page of memories (of the agents the key may act for)
+        passing the filters given, in (updated_at, id) order; ``status`` is matched as of
+        now. Pass ``next_cursor`` as ``cursor`` for the next page."""
+        call = calls.list_call(
+            agent_id=agent_id,
+            purpose=purpose,
+            subject_id=subject_id,
+            status=status,
+            kind=kind,
+            limit=limit,
+            cursor=cursor,
+        )
+        return await self._send(call)
+
+    async def erase(self, memory_id: str, *, idempotency_key: str | None = None) -> EraseResult:
+        """``DELETE /v1/memories/{id}``: erase one memory (``subject:forget``; never one
+        your own principal wrote): deleted, the content of every version destroyed."""
+        return await self._send(calls.erase_call(memory_id, idempotency_key))
+
+    async def history(self, memory_id: str) -> builtins.list[AuditEvent]:
         """``GET /v1/memories/{id}/history``: every event that changed it, without content."""
         return await self._send(calls.history_call(memory_id))
 
@@ -204,7 +237,7 @@ class AsyncClient:
         """``POST /v1/subjects/{subject_id}/forget``: delete and crypto-shred a subject."""
         return await self._send(calls.forget_call(subject_id, idempotency_key))
 
-    async def events(self, after: int = 0, limit: int = 100) -> list[AuditEvent]:
+    async def events(self, after: int = 0, limit: int = 100) -> builtins.list[AuditEvent]:
         """``GET /v1/events``: the tenant's content-free audit feed after a position."""
         return await self._send(calls.events_call(after, limit))
 

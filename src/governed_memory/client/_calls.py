@@ -24,7 +24,9 @@ from governed_memory.core.values import Kind, Provenance, Status, Trust, rfc3339
 from governed_memory.errors import GovernedMemoryError
 from governed_memory.results import (
     AuditEvent,
+    EraseResult,
     ForgetResult,
+    ItemPage,
     QuarantinePage,
     SearchResult,
     WriteResult,
@@ -195,6 +197,45 @@ def get_call(memory_id: str) -> Call[MemoryItem]:
     return Call("GET", _path("/v1/memories/{}", memory_id), _item, memory_id=memory_id)
 
 
+def erase_call(memory_id: str, idempotency_key: str | None) -> Call[EraseResult]:
+    """``DELETE /v1/memories/{id}``: erase one memory."""
+    return Call(
+        "DELETE",
+        _path("/v1/memories/{}", memory_id),
+        lambda response: EraseResult.from_dict(response.json()),
+        idempotency_key=idempotency_key or new_idempotency_key(),
+        memory_id=memory_id,
+    )
+
+
+def list_call(
+    *,
+    agent_id: str | None,
+    purpose: str | None,
+    subject_id: str | None,
+    status: Status | str | None,
+    kind: Kind | str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[ItemPage]:
+    """``GET /v1/memories``: one page of memories passing the filters given."""
+    params = {
+        "agent_id": agent_id,
+        "purpose": purpose,
+        "subject_id": subject_id,
+        "status": _enum(status),
+        "kind": _enum(kind),
+        "limit": limit,
+        "cursor": cursor,
+    }
+    return Call(
+        "GET",
+        "/v1/memories",
+        lambda response: ItemPage.from_dict(response.json()),
+        params=_present(params),
+    )
+
+
 def history_call(memory_id: str) -> Call[list[AuditEvent]]:
     def history(response: httpx.Response) -> list[AuditEvent]:
         entries = response.json()["events"]
@@ -294,11 +335,13 @@ __all__ = [
     "Call",
     "WriteFields",
     "decode",
+    "erase_call",
     "events_call",
     "forget_call",
     "get_call",
     "health_call",
     "history_call",
+    "list_call",
     "new_idempotency_key",
     "post_call",
     "put_call",

@@ -7,11 +7,13 @@ functions, so the rule and its words exist once.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.retrieval import SearchQuery
-from governed_memory.core.values import Scope
-from governed_memory.errors import NotFound, PermissionDenied
+from governed_memory.core.values import Scope, Trust
+from governed_memory.errors import NotFound, PermissionDenied, SelfPromotion
 
 
 def require_scope(principal: Principal, scope: Scope) -> None:
@@ -42,9 +44,48 @@ def require_review(principal: Principal) -> None:
     require_scope(principal, Scope.MEMORY_REVIEW)
 
 
+def require_four_eyes(
+    principal: Principal, item: ItemState, action: str, writers: Collection[str] = ()
+) -> None:
+    """Refuse a review or erasure of an item its own principal wrote (SPEC §5: four eyes):
+    its latest version, or any of ``writers`` (an erase destroys every version's content).
+
+    Principals are compared, not keys: a second key of the same person is the same person.
+    """
+    if principal.principal_id in {item.written_by, *writers}:
+        raise SelfPromotion(
+            f"memory {item.id!r} was written by this principal; another principal must {action} it"
+        )
+
+
+def may_read_content(principal: Principal, item: ItemState) -> bool:
+    """Whether the caller may read the item's content (given that it may see the item).
+
+    Content nobody has vouched for — an item still ``untrusted``: quarantined, rejected,
+    or expired before review — is shown only to reviewers (``memory:review``), whose work
+    it is to read it. Any other reader sees the item with ``content`` withheld, so that
+    untrusted text cannot reach an agent by id before a reviewer admits it (SPEC §1).
+    """
+    return item.trust is not Trust.UNTRUSTED or principal.has(Scope.MEMORY_REVIEW)
+
+
 def require_forget(principal: Principal) -> None:
     """Forgetting needs its scope, and nothing else: erasure is subject-wide (SPEC §7)."""
     require_scope(principal, Scope.SUBJECT_FORGET)
+
+
+def require_erase(principal: Principal) -> None:
+    """Erasing one item needs the forget scope, as erasing a subject does; which item (and
+    never one its own principal wrote) is the decision's to check."""
+    require_scope(principal, Scope.SUBJECT_FORGET)
+
+
+def require_browse(principal: Principal, agent_id: str | None) -> None:
+    """Browsing needs the read scope, and the agent it names if it names one (a key bound
+    to some agents sees only theirs either way)."""
+    require_scope(principal, Scope.MEMORY_READ)
+    if agent_id is not None:
+        require_agent(principal, agent_id)
 
 
 def require_search(principal: Principal, query: SearchQuery) -> None:

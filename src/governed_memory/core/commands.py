@@ -232,6 +232,17 @@ class ForgetSubject:
 
 
 @dataclass(frozen=True, slots=True)
+class EraseMemory:
+    """Erase one item: delete it and destroy the content of every version."""
+
+    memory_id: str
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this request for idempotency."""
+        return {"op": "erase", "id": self.memory_id}
+
+
+@dataclass(frozen=True, slots=True)
 class ExpireMemory:
     """The expiry worker retires an item whose time-to-live ran out."""
 
@@ -239,7 +250,23 @@ class ExpireMemory:
     expected_version: int
 
 
-Command = WriteMemory | PromoteMemory | RejectMemory | ForgetSubject | ExpireMemory
+@dataclass(frozen=True, slots=True)
+class DestroyContent:
+    """The retention sweep destroys the content of an item past its retention window."""
+
+    memory_id: str
+    expected_version: int
+
+
+Command = (
+    WriteMemory
+    | PromoteMemory
+    | RejectMemory
+    | ForgetSubject
+    | EraseMemory
+    | ExpireMemory
+    | DestroyContent
+)
 
 
 SEARCH_FIELDS = frozenset(

@@ -97,6 +97,28 @@ class MemoryExpired(ItemEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryErased(ItemEvent):
+    """One item was erased on request: it is deleted, and the content of every version is
+    destroyed with the item's own key. The event itself carries no content."""
+
+    type: ClassVar[str] = "memory.erased"
+
+
+#: Why content was destroyed without the item being erased: the only cause so far.
+RETENTION = "retention"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContentDestroyed(ItemEvent):
+    """A retention window ran out: the content of every version of an expired, rejected or
+    superseded item is destroyed with the item's key; the item keeps its status."""
+
+    cause: str = RETENTION
+
+    type: ClassVar[str] = "memory.content_destroyed"
+
+
+@dataclass(frozen=True, slots=True)
 class SubjectForgotten:
     """Every item of the subject is deleted and the subject's key destroyed."""
 
@@ -118,6 +140,8 @@ Event = (
     | MemoryRejected
     | MemorySuperseded
     | MemoryExpired
+    | MemoryErased
+    | MemoryContentDestroyed
     | SubjectForgotten
 )
 
@@ -129,6 +153,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         MemoryRejected,
         MemorySuperseded,
         MemoryExpired,
+        MemoryErased,
+        MemoryContentDestroyed,
         SubjectForgotten,
     )
 }

@@ -13,13 +13,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from governed_memory.core.access import (
+    require_erase,
     require_forget,
+    require_four_eyes,
     require_review,
     require_visible,
     require_write,
     visible,
 )
 from governed_memory.core.commands import (
+    DestroyContent,
+    EraseMemory,
     ExpireMemory,
     ForgetSubject,
     PromoteMemory,
@@ -29,6 +33,8 @@ from governed_memory.core.commands import (
 from governed_memory.core.events import (
     Event,
     EventHeader,
+    MemoryContentDestroyed,
+    MemoryErased,
     MemoryExpired,
     MemoryPromoted,
     MemoryRejected,
@@ -36,14 +42,13 @@ from governed_memory.core.events import (
     MemoryWritten,
     SubjectForgotten,
 )
-from governed_memory.core.model import LIVE_STATUSES, ItemState, Principal
-from governed_memory.core.policy import TtlPolicy, capped_confidence
+from governed_memory.core.model import LIVE_STATUSES, ItemState, Principal, effective_status
+from governed_memory.core.policy import RetentionPolicy, TtlPolicy, capped_confidence
 from governed_memory.core.values import Status, Trust
 from governed_memory.errors import (
     InvalidTransition,
     NotFound,
     PermissionDenied,
-    SelfPromotion,
     ValidationError,
     VersionConflict,
 )
@@ -198,14 +203,6 @@ def with_reason(events: Sequence[Event], sealed_reason: bytes) -> list[Event]:
     return [dataclasses.replace(rejected, reason=sealed_reason)]
 
 
-def effective_status(item: ItemState, now: datetime) -> Status:
-    """The item's status at ``now``: a live item past its expiry is expired already,
-    whether or not the expiry worker has recorded it yet."""
-    if item.status in LIVE_STATUSES and item.expires_at <= now:
-        return Status.EXPIRED
-    return item.status
-
-
 def _check_rewrite(ctx: Context, command: WriteMemory, current: ItemState) -> None:
     status = effective_status(current, ctx.now)
     if status not in LIVE_STATUSES:
@@ -262,8 +259,7 @@ def decide_promote(
 ) -> list[Event]:
     """A reviewer other than the writer makes a quarantined item active and verified."""
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
-    if item.written_by == ctx.principal.principal_id:
-        raise SelfPromotion(f"memory {item.id!r} was written by this principal")
+    require_four_eyes(ctx.principal, item, "promote")
     events: list[Event] = [MemoryPromoted(**ctx.next_of(item))]
     if item.supersedes_id is not None:
         events += _supersede(ctx, item.id, item, target)
@@ -276,8 +272,10 @@ def decide_reject(
     current: ItemState | None,
     sealed_reason: bytes | None,
 ) -> list[Event]:
-    """A reviewer rejects a quarantined item; it is kept, never retrieved."""
+    """A reviewer other than the writer rejects a quarantined item; it is kept, never
+    retrieved."""
     item = _reviewable(ctx, command.memory_id, current, command.expected_version)
+    require_four_eyes(ctx.principal, item, "reject")
     return [MemoryRejected(**ctx.next_of(item), reason=sealed_reason)]
 
 
@@ -311,3 +309,48 @@ def decide_forget(
             subject_id=command.subject_id,
         )
     ]
+
+
+def decide_erase(
+    ctx: Context,
+    command: EraseMemory,
+    current: ItemState | None,
+    writers: frozenset[str],
+    *,
+    legacy: bool,
+) -> list[Event]:
+    """Erase one item: deleted, the content of every version destroyed with its key.
+
+    ``writers`` are the principals that wrote any version of the item: none of them may
+    erase it (four eyes, as for review), since that would destroy the evidence of what
+    they wrote. An item already deleted is erased already: nothing changes. ``legacy``
+    says the item's content was sealed under its subject's key (written before items had
+    keys of their own), so it cannot be destroyed alone.
+    """
+    require_erase(ctx.principal)
+    item = require_visible(ctx.principal, current, command.memory_id)
+    require_four_eyes(ctx.principal, item, "erase", writers)
+    if item.status is Status.DELETED:
+        return []
+    if legacy:
+        raise InvalidTransition(
+            f"memory {item.id!r} was written before memories had keys of their own: its "
+            "content is sealed under its subject's key and cannot be destroyed alone; "
+            "forget the subject to destroy it",
+            item.version,
+        )
+    return [MemoryErased(**ctx.next_of(item))]
+
+
+def decide_destroy_content(
+    ctx: Context, command: DestroyContent, current: ItemState | None, policy: RetentionPolicy
+) -> list[Event]:
+    """Destroy the content of an item whose retention window has run out (SPEC §7)."""
+    if current is None:
+        raise NotFound(f"memory {command.memory_id!r} not found")
+    _check_version(command.memory_id, current, command.expected_version)
+    if not policy.due(current, ctx.now):
+        raise InvalidTransition(
+            f"memory {current.id!r} is not past its retention window", current.version
+        )
+    return [MemoryContentDestroyed(**ctx.next_of(current))]

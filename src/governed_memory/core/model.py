@@ -25,14 +25,21 @@ from governed_memory.core.values import (
 
 SEARCHABLE = Status.ACTIVE
 LIVE_STATUSES = frozenset({Status.QUARANTINED, Status.ACTIVE})
+#: The statuses whose content a retention window destroys (SPEC §7): the item is kept as a
+#: record of what happened, its content only as long as the window allows.
+RETAINED_STATUSES = frozenset({Status.EXPIRED, Status.REJECTED, Status.SUPERSEDED})
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who acts: one tenant, the agents it may act for, its scopes and its trust ceiling.
 
+    ``principal_id`` names the person or service account: events name it as their actor,
+    and four eyes compare it. ``credential_id`` names the credential it acts with
+    (``key:<key id>`` for an API key); idempotency records belong to the credential. A
+    library caller without a credential is its own: see :attr:`credential`.
     ``agents`` is ``None`` when the credential may act for every agent of its tenant.
-    ``admin`` grants key administration only; it implies no memory scope.
+    ``admin``, which older keys may carry, grants nothing (new keys cannot have it).
     """
 
     tenant_id: str
@@ -40,6 +47,12 @@ class Principal:
     scopes: frozenset[Scope]
     max_trust: Trust = Trust.UNTRUSTED
     agents: frozenset[str] | None = None
+    credential_id: str | None = None
+
+    @property
+    def credential(self) -> str:
+        """The credential this principal acts with: its key, or else the principal itself."""
+        return self.principal_id if self.credential_id is None else self.credential_id
 
     def has(self, scope: Scope) -> bool:
         """Whether the credential carries ``scope``."""
@@ -86,6 +99,14 @@ class ItemState:
         return (self.tenant_id, self.id)
 
 
+def effective_status(item: ItemState, now: datetime) -> Status:
+    """The item's status at ``now``: a live item past its expiry is expired already,
+    whether or not the expiry worker has recorded it yet."""
+    if item.status in LIVE_STATUSES and item.expires_at <= now:
+        return Status.EXPIRED
+    return item.status
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
     """A memory as callers see it: plaintext content, ``None`` once deleted."""
@@ -110,8 +131,11 @@ class MemoryItem:
     superseded_by: str | None
 
     @classmethod
-    def from_state(cls, state: ItemState, content: str | None) -> MemoryItem:
-        """The public view of ``state`` with its decrypted ``content``."""
+    def from_state(
+        cls, state: ItemState, content: str | None, now: datetime | None = None
+    ) -> MemoryItem:
+        """The public view of ``state`` with its decrypted ``content``; given ``now``, its
+        status is the one it has at that moment (``expired`` once ``expires_at`` passed)."""
         return cls(
             id=state.id,
             tenant_id=state.tenant_id,
@@ -128,7 +152,7 @@ class MemoryItem:
             updated_at=state.updated_at,
             expires_at=state.expires_at,
             version=state.version,
-            status=state.status,
+            status=state.status if now is None else effective_status(state, now),
             supersedes_id=state.supersedes_id,
             superseded_by=state.superseded_by,
         )

@@ -1,4 +1,5 @@
-"""Per-kind time-to-live policy and the caps on what a write may claim (SPEC §2, §3)."""
+"""Per-kind time-to-live and retention policies, and the caps on what a write may claim
+(SPEC §2, §3, §7)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from governed_memory.core.values import Kind, Trust
+from governed_memory.core.model import RETAINED_STATUSES, ItemState
+from governed_memory.core.values import Kind, Status, Trust
 from governed_memory.errors import ValidationError
 
 DAY = 86_400
@@ -87,6 +89,77 @@ class TtlPolicy:
                 f"exceeds the maximum TTL of kind {kind.value} ({policy.max_seconds} s)",
             )
         return expires_at
+
+
+#: How long the content of an item is kept once it entered each status, in seconds:
+#: 30 days after it expired or was rejected (time to investigate an incident or a poisoning
+#: attempt), 365 days after a correction superseded it (the longest default TTL: what was
+#: believed before a correction stays auditable about as long as a memory lives).
+DEFAULT_RETENTION: Mapping[Status, int] = {
+    Status.EXPIRED: 30 * DAY,
+    Status.REJECTED: 30 * DAY,
+    Status.SUPERSEDED: 365 * DAY,
+}
+
+RetentionKey = tuple[Kind, Status]
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How long content is kept after its item became expired, rejected or superseded, per
+    kind and status; validated when built. The window counts from the item's entering that
+    status (its ``updated_at``); afterwards the expiry worker destroys the content."""
+
+    windows: Mapping[RetentionKey, int] = field(
+        default_factory=lambda: {
+            (kind, status): seconds
+            for kind in Kind
+            for status, seconds in DEFAULT_RETENTION.items()
+        }
+    )
+
+    def __post_init__(self) -> None:
+        for kind in Kind:
+            for status in RETAINED_STATUSES:
+                seconds = self.windows.get((kind, status))
+                name = f"retention.{kind.value}.{status.value}"
+                if seconds is None:
+                    raise ValidationError.field(name, "has no window")
+                if seconds < 0:
+                    raise ValidationError.field(name, "must be 0 or more seconds")
+        extra = set(self.windows) - {(k, s) for k in Kind for s in RETAINED_STATUSES}
+        if extra:
+            kind, status = sorted(extra)[0]
+            raise ValidationError.field(
+                f"retention.{kind.value}.{status.value}",
+                "only expired, rejected and superseded items have a retention window",
+            )
+
+    @classmethod
+    def from_seconds(
+        cls,
+        per_status: Mapping[Status, int],
+        per_kind: Mapping[RetentionKey, int] | None = None,
+    ) -> RetentionPolicy:
+        """A policy from windows per status, overridden per (kind, status); the defaults
+        fill the gaps."""
+        base = dict(DEFAULT_RETENTION) | dict(per_status)
+        windows = {(kind, status): seconds for kind in Kind for status, seconds in base.items()}
+        return cls(windows | dict(per_kind or {}))
+
+    def cutoffs(self, now: datetime) -> dict[RetentionKey, datetime]:
+        """For each (kind, status): items that entered the status at or before this instant
+        are past their window at ``now``."""
+        return {key: now - timedelta(seconds=seconds) for key, seconds in self.windows.items()}
+
+    def due(self, item: ItemState, now: datetime) -> bool:
+        """Whether ``item`` still holds content its window no longer allows at ``now``."""
+        seconds = self.windows.get((item.kind, item.status))
+        return (
+            seconds is not None
+            and item.content is not None
+            and item.updated_at <= now - timedelta(seconds=seconds)
+        )
 
 
 def capped_confidence(trust: Trust, confidence: float) -> float:

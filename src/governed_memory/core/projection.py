@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
 
 from governed_memory.core.events import (
     Event,
+    MemoryContentDestroyed,
+    MemoryErased,
     MemoryExpired,
     MemoryPromoted,
     MemoryRejected,
@@ -58,7 +61,19 @@ def apply(item: ItemState | None, event: Event) -> ItemState:
         )
     if isinstance(event, MemoryExpired):
         return dataclasses.replace(item, status=Status.EXPIRED, version=version, updated_at=at)
+    if isinstance(event, MemoryErased):
+        return _without_content(item, Status.DELETED, version, at)
+    if isinstance(event, MemoryContentDestroyed):
+        return _without_content(item, item.status, version, at)
     raise ProjectionError(f"unknown event type {type(event).__name__}")
+
+
+def _without_content(item: ItemState, status: Status, version: int, at: datetime) -> ItemState:
+    """``item`` at ``status`` with its content gone: no blob, and no token count either,
+    which would tell the content's length (the log's ``memory.written`` still does)."""
+    return dataclasses.replace(
+        item, status=status, content=None, tokens=0, version=version, updated_at=at
+    )
 
 
 def _written(item: ItemState | None, event: MemoryWritten) -> ItemState:
@@ -93,13 +108,7 @@ def _written(item: ItemState | None, event: MemoryWritten) -> ItemState:
 def apply_forget(items: Iterable[ItemState], event: SubjectForgotten) -> list[ItemState]:
     """Every not-yet-deleted item of the event's subject, now deleted and without content."""
     return [
-        dataclasses.replace(
-            item,
-            status=Status.DELETED,
-            content=None,
-            version=item.version + 1,
-            updated_at=event.occurred_at,
-        )
+        _without_content(item, Status.DELETED, item.version + 1, event.occurred_at)
         for item in items
         if item.tenant_id == event.tenant_id
         and item.subject_id == event.subject_id

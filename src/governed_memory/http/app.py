@@ -95,7 +95,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.worker = worker
     app.state.limiter = limiter
-    app.state.authenticate = Authenticator(api_keys, limiter)
+    app.state.authenticate = Authenticator(api_keys, limiter, service.clock)
     problems.install(app, metrics)
     app.include_router(router)
     if metrics is not None:

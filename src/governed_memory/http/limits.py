@@ -3,8 +3,9 @@
 The rate limiter counts requests per key in windows of ``window`` seconds aligned to the
 clock; the ``RateLimit-Limit``, ``RateLimit-Remaining`` and ``RateLimit-Reset`` headers
 describe the caller's window on every authenticated response, and a refused request gets
-429 with ``Retry-After``. Counts live in this process: several instances each enforce the
-limit on their own (a shared limiter is planned, SPEC §14).
+429 with ``Retry-After``. Counts live in this process: the limit is per key *and per
+instance*, so N instances behind a load balancer allow a key up to N times the limit
+(documented in docs/http-api.md; a shared limiter is planned, SPEC §14).
 
 The body limit is an ASGI middleware that counts bytes as they arrive: a declared
 ``Content-Length`` over the limit is refused before anything is read, and a streamed body
@@ -46,7 +47,8 @@ class RateDecision:
 
 
 class FixedWindowLimiter:
-    """At most ``limit`` requests per key in each window of ``window`` seconds."""
+    """At most ``limit`` requests per key in each window of ``window`` seconds, counted in
+    this process only."""
 
     def __init__(self, limit: int, window: int, clock: Callable[[], float] = time.time) -> None:
         if limit < 1 or window < 1:
@@ -80,7 +82,7 @@ class FixedWindowLimiter:
         state[STATE_KEY] = decision
         if not decision.allowed:
             raise RateLimited(
-                f"at most {self.limit} requests per {self.window} s per API key",
+                f"at most {self.limit} requests per {self.window} s per API key on this instance",
                 retry_after=decision.reset_seconds,
             )
 

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse, Response
 
 from governed_memory.core.model import MemoryItem, Principal
-from governed_memory.core.values import IDEMPOTENCY_KEY_PATTERN, anchored
+from governed_memory.core.values import IDEMPOTENCY_KEY_PATTERN, KindName, StatusName, anchored
 from governed_memory.http import schemas
 from governed_memory.http.problems import PROBLEM_JSON
 from governed_memory.http.strict import StrictRoute
@@ -65,10 +65,11 @@ IdempotencyKey = Annotated[
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "Malformed JSON",
-        401: "Missing, unknown or revoked API key",
-        403: "Scope, agent or trust not allowed; self-review",
+        401: "Missing, unknown, revoked or expired API key",
+        403: "Scope, agent or trust not allowed; self-review or self-erase",
         404: "Unknown item, or another tenant's or agent's",
-        409: "Version conflict (with current_version), not quarantined, idempotency key reuse",
+        409: "Version conflict (with current_version), not quarantined, idempotency key "
+        "reuse, a memory that cannot be erased alone",
         413: "Body over the limit",
         422: "Validation failed; errors lists every bad field",
         429: "Rate limited; see Retry-After",
@@ -150,11 +151,68 @@ def get_memory(memory_id: MemoryIdPath, principal: PrincipalDep, service: Servic
     return _item(service.get(principal, memory_id))
 
 
+@router.delete(
+    "/v1/memories/{id}",
+    response_model=schemas.EraseOut,
+    responses=_problems(*AUTHED, 404, 409),
+    summary="Erase one memory: deleted, the content of every version destroyed",
+    tags=["memories"],
+)
+def erase_memory(
+    memory_id: MemoryIdPath,
+    principal: PrincipalDep,
+    service: ServiceDep,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    """Needs `subject:forget`; never erases what the caller's own principal wrote (403).
+    Erasing a deleted memory changes nothing and answers with the event that deleted it;
+    a memory written before memories had keys of their own cannot be erased alone (409:
+    forget its subject)."""
+    result = service.erase(principal, memory_id, idempotency_key=idempotency_key)
+    return JSONResponse(result.to_dict())
+
+
+@router.get(
+    "/v1/memories",
+    response_model=schemas.MemoriesOut,
+    responses=_problems(*AUTHED),
+    summary="Browse memories without a query, in (updated_at, id) order",
+    tags=["memories"],
+)
+def list_memories(
+    principal: PrincipalDep,
+    service: ServiceDep,
+    agent_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
+    purpose: Annotated[str | None, Query(pattern=schemas.PURPOSE)] = None,
+    subject_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
+    status: Annotated[
+        StatusName | None,
+        Query(description="As of now: a live memory past its expiry is `expired`."),
+    ] = None,
+    kind: KindName | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response:
+    """Only the agents the key may act for; a memory that changes while you page moves to
+    the end (seen again, never missed)."""
+    page = service.browse(
+        principal,
+        agent_id=agent_id,
+        purpose=purpose,
+        subject_id=subject_id,
+        status=status,
+        kind=kind,
+        limit=limit,
+        cursor=cursor,
+    )
+    return JSONResponse(page.to_dict())
+
+
 @router.get(
     "/v1/memories/{id}/history",
     response_model=schemas.HistoryOut,
     responses=READ,
-    summary="Every event that changed a memory, without content",
+    summary="Every event that changed a memory; no content but rejection reasons",
     tags=["audit"],
 )
 def get_history(memory_id: MemoryIdPath, principal: PrincipalDep, service: ServiceDep) -> Response:

@@ -271,6 +271,11 @@ class HistoryEntryOut(BaseModel):
     version: int | None
     occurred_at: str
     actor: str
+    reason: str | None = Field(
+        None,
+        description="memory.rejected only: the reviewer's reason; null without one, or "
+        "once the memory's content is destroyed (erased, forgotten, past retention).",
+    )
 
 
 class HistoryOut(BaseModel):
@@ -298,6 +303,18 @@ class EventsOut(BaseModel):
 class QuarantineOut(BaseModel):
     items: list[MemoryItemOut]
     next_cursor: str | None
+
+
+class MemoriesOut(QuarantineOut):
+    """A page of memories in (updated_at, id) order; ``next_cursor`` null on the last."""
+
+
+class EraseOut(BaseModel):
+    id: str
+    position: int | None = Field(
+        description="The memory.erased event; for a memory deleted already, the event that "
+        "deleted it."
+    )
 
 
 class ForgetOut(BaseModel):
@@ -334,11 +351,13 @@ class Problem(BaseModel):
 __all__ = [
     "AuditEventOut",
     "CreateBody",
+    "EraseOut",
     "EventsOut",
     "ForgetBody",
     "ForgetOut",
     "HealthOut",
     "HistoryOut",
+    "MemoriesOut",
     "MemoryItemOut",
     "Problem",
     "PromoteBody",

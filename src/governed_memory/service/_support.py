@@ -7,14 +7,22 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from governed_memory.core.events import Event, ItemEvent, StoredEvent
-from governed_memory.core.model import ItemState
+from governed_memory.core.lifecycle import Context
+from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.projection import apply
 from governed_memory.core.values import Status
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import Batch, IndexDoc, ItemChange
+
+if TYPE_CHECKING:  # types only: these modules build on what is here
+    from governed_memory.ports import Store
+    from governed_memory.service.idempotency import Idempotency, Keyed
+    from governed_memory.service.indexing import Indexer
+    from governed_memory.service.vault import Vault
 
 log = logging.getLogger("governed_memory.service")
 
@@ -27,6 +35,34 @@ MAX_RETRIES = 3
 Listener = Callable[[Sequence[Event]], None]
 #: Commits one batch and tells the listeners: what every use case ends with.
 Commit = Callable[[Batch], list[StoredEvent]]
+#: The decision context of a request by a principal (with its idempotency key, if any).
+ContextOf = Callable[[Principal, "Keyed[Any] | None"], Context]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What a use case of the service works with: the store, the vault, the idempotency
+    protocol, the commit that tells the listeners, the context of a decision, and what
+    makes search entries."""
+
+    store: Store
+    vault: Vault
+    idempotency: Idempotency
+    commit: Commit
+    context: ContextOf
+    indexer: Indexer
+
+
+class UseCase:
+    """A use case of the service, over the :class:`Parts` it works with."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._store = parts.store
+        self._vault = parts.vault
+        self._idempotency = parts.idempotency
+        self._commit = parts.commit
+        self._context = parts.context
+        self._indexer = parts.indexer
 
 
 def new_id() -> str:

@@ -1,40 +1,48 @@
 """What the log tells: an item's history, the tenant's feed, the review queue, and whether
-the projection still equals the fold of the log. History and the feed carry no content."""
+the projection still equals the fold of the log. The feed carries no content; an item's
+history carries only the reasons of its rejections, while its content lives."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime
+
 from governed_memory.core import access, values
+from governed_memory.core.access import may_read_content
 from governed_memory.core.commands import bounded_int
-from governed_memory.core.events import StoredEvent, SubjectForgotten
-from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.events import MemoryRejected, StoredEvent, SubjectForgotten
+from governed_memory.core.model import Principal
 from governed_memory.core.projection import diff, replay, versions_of
 from governed_memory.core.values import Scope
 from governed_memory.ports import Store
-from governed_memory.results import (
-    AuditEvent,
-    QuarantinePage,
-    ReplayReport,
-    decode_cursor,
-    encode_cursor,
-)
+from governed_memory.results import AuditEvent, ItemPage, ReplayReport, decode_cursor
+from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
 
 class Audit:
     """Reads of the log and of the review queue, over one store."""
 
-    def __init__(self, store: Store, vault: Vault) -> None:
+    def __init__(self, store: Store, vault: Vault, reads: Reads) -> None:
         self._store = store
         self._vault = vault
+        self._reads = reads
 
     def history(self, principal: Principal, memory_id: str) -> list[AuditEvent]:
-        """Every event that changed the item, in order, without content."""
+        """Every event that changed the item, in order; a rejection with its reason."""
         access.require_scope(principal, Scope.AUDIT_READ)
         memory_id = values.memory_id(memory_id)
         found = self._store.get(principal.tenant_id, memory_id)
         state = access.require_visible(principal, found, memory_id)
         log = self._store.memory_events(state.tenant_id, state.id, state.subject_id)
-        return [audit_event(stored, item.version) for stored, item in versions_of(state.id, log)]
+        history = []
+        for stored, item in versions_of(state.id, log):
+            entry = audit_event(stored, item.version)
+            if isinstance(stored.event, MemoryRejected) and may_read_content(principal, state):
+                reason = self._vault.open_reason(state, stored.event)
+                entry = dataclasses.replace(entry, reason=reason)
+            history.append(entry)
+        return history
 
     def events_after(self, principal: Principal, after: int, limit: int) -> list[AuditEvent]:
         """The tenant's feed: content-free events with a position above ``after``."""
@@ -52,21 +60,21 @@ class Audit:
         purpose: str | None,
         limit: int,
         cursor: str | None,
-    ) -> QuarantinePage:
-        """The review queue of the caller's tenant and agents, oldest first."""
+        now: datetime,
+    ) -> ItemPage:
+        """The review queue of the caller's tenant and agents, oldest first: the items that
+        can still be reviewed (an item past its expiry is expired, not in the queue)."""
         access.require_review(principal)
         if agent_id is not None:
             access.require_agent(principal, values.agent_id(agent_id))
         if purpose is not None:
             values.purpose(purpose)
-        bounded_int(limit, "limit", 1, 500)
+        bounded_int(limit, "limit", 1, MAX_PAGE)
         after = decode_cursor(cursor) if cursor is not None else None
         rows = self._store.quarantine(
-            principal.tenant_id, principal.agents, agent_id, purpose, limit + 1, after
+            principal.tenant_id, principal.agents, agent_id, purpose, limit + 1, after, now
         )
-        page, more = rows[:limit], len(rows) > limit
-        items = [MemoryItem.from_state(state, self._vault.decrypt(state)) for state in page]
-        return QuarantinePage(items, encode_cursor(page[-1]) if more and page else None)
+        return self._reads.page(principal, rows, limit, now)
 
     def verify_replay(self) -> ReplayReport:
         """Rebuild the projection from the log, tenant by tenant, and compare item by item."""

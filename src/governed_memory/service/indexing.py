@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from governed_memory.analysis import Analyzer
 from governed_memory.core.model import ItemState
+from governed_memory.crypto import SealingKey
 from governed_memory.errors import ConfigError, CryptoError
 from governed_memory.ports import Embedder, StoreMeta
-from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange
 from governed_memory.service._support import Indexing
 from governed_memory.service.vault import Vault
 
@@ -106,10 +107,10 @@ class Indexer:
         self.settings = settings
         self.signature = settings.signature
 
-    def entry(self, tenant: str, content: str, key: SubjectKey | None) -> Indexing:
+    def entry(self, tenant: str, content: str, key: SealingKey | None) -> Indexing:
         """What makes the index entry of an item with ``content`` once it is searchable
-        (``key``: the subject key that seals its content, and its vector; ``None``: looked
-        up if a vector is to be sealed)."""
+        (``key``: the key that seals its content, and so its vector; ``None``: looked up if
+        a vector is to be sealed)."""
         return lambda item: self.docs(tenant, [(content, key, item)])[0]
 
     def signature_of(self, rows: Sequence[ItemChange]) -> str | None:
@@ -117,11 +118,11 @@ class Indexer:
         return self.signature if any(row.index is not None for row in rows) else None
 
     def docs(
-        self, tenant: str, items: Sequence[tuple[str, SubjectKey | None, ItemState]]
+        self, tenant: str, items: Sequence[tuple[str, SealingKey | None, ItemState]]
     ) -> list[IndexDoc]:
-        """The index entries of searchable items of a tenant, given (content, the subject key
-        that sealed it or ``None`` to look it up, the item) each; their vectors are embedded
-        together."""
+        """The index entries of searchable items of a tenant, given (content, the key that
+        sealed it or ``None`` to look it up, the item) each; their vectors are embedded
+        together and sealed like the content, for its version."""
         analyzer = self.settings.analyzer_for(tenant)
         entries = [self._vault.index_doc(tenant, analyzer, content) for content, *_ in items]
         embedder = self.settings.embedder
@@ -131,12 +132,10 @@ class Indexer:
             chunk = items[start : start + EMBED_BATCH]
             vectors = embedder.embed([content for content, *_ in chunk])
             for offset, ((_, key, item), vector) in enumerate(zip(chunk, vectors, strict=True)):
-                key = key or self._vault.subject_key(tenant, item.subject_id)
+                key = key or self._vault.content_key(item)
                 if key is None:
-                    raise CryptoError(f"memory {item.id!r}: no subject key to seal its vector")
-                sealed = self._vault.seal_vector(
-                    key, item.id, item.content_version, unit(vector, embedder)
-                )
+                    raise CryptoError(f"memory {item.id!r}: no key left to seal its vector")
+                sealed = self._vault.seal_vector(key, item.content_version, unit(vector, embedder))
                 entry = entries[start + offset]
                 entries[start + offset] = IndexDoc(entry.terms, entry.length, sealed)
         return entries

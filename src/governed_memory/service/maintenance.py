@@ -1,8 +1,10 @@
 """Whole-store operations: rebuild the projection from the log, export and import the log.
 
 The export format is JSON Lines: one ``{"record": "subject_key", ...}`` line per live
-subject key (still wrapped under the master key) followed by one ``{"record": "event",
-...}`` line per event in position order (content still sealed). Importing into an empty
+subject key (still wrapped under the master key), one ``{"record": "item_key", ...}`` line
+per live item key (still wrapped under its subject's key), then one ``{"record": "event",
+...}`` line per event in position order (content still sealed). A destroyed key is in no
+export, so neither is any content it sealed. Importing into an empty
 store with the same master key, then rebuilding, reproduces the projection exactly; that
 is how a store moves from SQLite to PostgreSQL.
 """
@@ -11,23 +13,25 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from governed_memory.codec import CodecError, stored_from_json, stored_to_json
 from governed_memory.core import values
 from governed_memory.core.events import StoredEvent
 from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
-from governed_memory.records import SubjectKey
+from governed_memory.records import ItemKey, SubjectKey
 from governed_memory.service.indexing import Indexer
 from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
 
 IMPORT_CHUNK = 5_000
+K = TypeVar("K", SubjectKey, ItemKey)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,7 @@ class ImportReport:
     events: int
     subject_keys: int
     items: int
+    item_keys: int = 0
 
 
 class Maintenance:
@@ -52,7 +57,7 @@ class Maintenance:
         number of items.
 
         Searchable items need their plaintext to be indexed again: every active item is
-        decrypted with its subject's key (see :mod:`.reindex`).
+        decrypted with its keys (see :mod:`.reindex`).
         """
         return Rebuild(self._store, self._vault, self._indexer, on_progress).run()
 
@@ -62,20 +67,17 @@ class Maintenance:
         return Rebuild(self._store, self._vault, self._indexer, on_progress).reindex()
 
     def export(self) -> Iterator[dict[str, Any]]:
-        """Every live subject key, then every event, as JSON-ready records.
+        """Every live subject key, every live item key, then every event, as JSON-ready
+        records.
 
         Everything is read from one snapshot of the store: a forget committing during the
         export must not leave the export holding both a destroyed key and its ciphertext.
         """
         with self._store.snapshot():
             for key in self._store.subject_keys():
-                yield {
-                    "record": "subject_key",
-                    "tenant_id": key.tenant_id,
-                    "subject_id": key.subject_id,
-                    "key_id": base64.b64encode(key.key_id).decode("ascii"),
-                    "wrapped": base64.b64encode(key.wrapped).decode("ascii"),
-                }
+                yield _key_record("subject_key", key)
+            for item in self._store.item_keys():
+                yield _key_record("item_key", item)
             after = 0
             while True:
                 page = self._store.events_after(None, after, IMPORT_CHUNK)
@@ -97,32 +99,47 @@ class Maintenance:
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
             self._validate_into(lines, spool)
             spool.seek(0)
-            keys = events = 0
-            chunk: list[StoredEvent] = []
-            for line in spool:
-                data = json.loads(line)
-                if data.pop("record") == "subject_key":
-                    self._store.add_subject_key(_subject_key(data))
-                    keys += 1
-                    continue
-                chunk.append(stored_from_json(data))
-                if len(chunk) >= IMPORT_CHUNK:
-                    self._store.import_events(chunk)
-                    events, chunk = events + len(chunk), []
-            if chunk:
-                self._store.import_events(chunk)
-                events += len(chunk)
-        return ImportReport(events, keys, self.rebuild())
+            keys, item_keys, events = self._load(spool)
+        return ImportReport(events, keys, self.rebuild(), item_keys)
+
+    def _load(self, spool: IO[str]) -> tuple[int, int, int]:
+        """Write a validated export's keys and events, in chunks; how many subject keys,
+        item keys and events it held (item keys come before the events)."""
+        counts = {"subject_key": 0, "item_key": 0, "event": 0}
+        item_keys: list[ItemKey] = []
+        events: list[StoredEvent] = []
+        for line in spool:
+            data = json.loads(line)
+            record = data.pop("record")
+            counts[record] += 1
+            if record == "subject_key":
+                self._store.add_subject_key(_key_from(SubjectKey, data))
+            elif record == "item_key":
+                item_keys.append(_key_from(ItemKey, data))
+            else:
+                events.append(stored_from_json(data))
+            if item_keys and (events or len(item_keys) >= IMPORT_CHUNK):
+                self._store.import_item_keys(item_keys)
+                item_keys = []
+            if len(events) >= IMPORT_CHUNK:
+                self._store.import_events(events)
+                events = []
+        if item_keys:
+            self._store.import_item_keys(item_keys)
+        if events:
+            self._store.import_events(events)
+        return counts["subject_key"], counts["item_key"], counts["event"]
 
     def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> None:
         """Check every record of an export; copy the valid ones to ``spool``; raise on the
         first bad one, naming its line."""
         last = 0
+        subjects: dict[tuple[str, str], SubjectKey] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                last = self._check_record(json.loads(line), last)
+                last = self._check_record(json.loads(line), last, subjects)
             except (
                 ValueError,
                 TypeError,
@@ -137,15 +154,27 @@ class Maintenance:
                 ) from None
             spool.write(line.rstrip("\n") + "\n")
 
-    def _check_record(self, data: object, last: int) -> int:
+    def _check_record(
+        self, data: object, last: int, subjects: dict[tuple[str, str], SubjectKey]
+    ) -> int:
         """Raise unless ``data`` is a valid record following position ``last``; the last
-        event position so far."""
+        event position so far. ``subjects`` collects the subject keys met so far: an item
+        key must unwrap under one of them."""
         if not isinstance(data, dict):
             raise TypeError
         record = data.get("record")
         body = {k: v for k, v in data.items() if k != "record"}
         if record == "subject_key":
-            self._vault.check_wrapped(_subject_key(body))  # the master key must match
+            key = _key_from(SubjectKey, body)
+            self._vault.check_wrapped(key)  # the master key must match
+            subjects[(key.tenant_id, key.subject_id)] = key
+            return last
+        if record == "item_key":
+            item = _key_from(ItemKey, body)
+            subject = subjects.get((item.tenant_id, item.subject_id))
+            if subject is None:
+                raise ValidationError("an item key without its subject's key")
+            self._vault.check_item_key(subject, item)
             return last
         if record != "event":
             raise TypeError
@@ -155,13 +184,33 @@ class Maintenance:
         return position
 
 
-def _subject_key(data: dict[str, Any]) -> SubjectKey:
+#: How the text fields of a key record are checked when it is imported.
+_KEY_FIELDS: dict[str, Callable[[object], str]] = {
+    "tenant_id": values.tenant_id,
+    "subject_id": values.subject_id,
+    "memory_id": values.memory_id,
+}
+
+
+def _key_record(record: str, key: SubjectKey | ItemKey) -> dict[str, Any]:
+    """A key as an export record: its ids as text, its bytes in base64."""
+    fields = dataclasses.asdict(key)
+    return {"record": record} | {
+        name: base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
+        for name, value in fields.items()
+    }
+
+
+def _key_from(cls: type[K], data: dict[str, Any]) -> K:
+    """The key an export record holds, every field checked; ``ValidationError`` if not."""
     try:
-        return SubjectKey(
-            values.tenant_id(data["tenant_id"]),
-            values.subject_id(data["subject_id"]),
-            base64.b64decode(data["key_id"], validate=True),
-            base64.b64decode(data["wrapped"], validate=True),
-        )
+        values_of: dict[str, Any] = {
+            f.name: _KEY_FIELDS[f.name](data[f.name])
+            if f.name in _KEY_FIELDS
+            else base64.b64decode(data[f.name], validate=True)
+            for f in dataclasses.fields(cls)
+        }
     except (KeyError, TypeError, binascii.Error) as error:
-        raise ValidationError(f"malformed subject key record: {type(error).__name__}") from None
+        name = cls.__name__.replace("Key", " key").lower()
+        raise ValidationError(f"malformed {name} record: {type(error).__name__}") from None
+    return cls(**values_of)

@@ -6,48 +6,56 @@ the core, has the vault seal content with the subject's key, folds the events in
 projection rows and search postings, and hands the whole batch to the store in one commit.
 
 Its collaborators each hold one concern: the :class:`~.vault.Vault` keys, seals and opens
-content; :class:`~.idempotency.Idempotency` answers retried requests;
-:class:`~.retrieval.Retrieval` searches; :class:`~.audit.Audit` reads the log and the
-review queue; :class:`~.maintenance.Maintenance` rebuilds, exports and imports.
+content; :class:`~.idempotency.Idempotency` answers retried requests; :class:`~.reads.Reads`
+reads items by id or page; :class:`~.retrieval.Retrieval` searches; :class:`~.audit.Audit`
+reads the log and the review queue; :class:`~.erasure.Erasure` erases single items;
+:class:`~.expiry.Expiry` and :class:`~.expiry.Retention` sweep for the worker;
+:class:`~.maintenance.Maintenance` rebuilds, exports and imports.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from governed_memory.core import access, commands, lifecycle, values
 from governed_memory.core.commands import (
-    ForgetSubject,
     PromoteMemory,
     RejectMemory,
     WriteMemory,
     parse_search,
 )
-from governed_memory.core.events import Event, StoredEvent, SubjectForgotten
+from governed_memory.core.events import StoredEvent
 from governed_memory.core.lifecycle import UNSEALED, Context
 from governed_memory.core.model import ItemState, MemoryItem, Principal
-from governed_memory.core.policy import TtlPolicy
-from governed_memory.core.projection import apply_forget
+from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
-from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
-from governed_memory.errors import SubjectChanged, SubjectKeyGone, VersionConflict
+from governed_memory.errors import SubjectKeyGone
 from governed_memory.ports import Clock, Store, SystemClock
-from governed_memory.records import Batch, IndexDoc, ItemChange
+from governed_memory.records import Batch, IndexDoc
 from governed_memory.results import (
     AuditEvent,
+    EraseResult,
     ForgetResult,
-    QuarantinePage,
+    ItemPage,
     ReplayReport,
     SearchResult,
     WriteResult,
 )
-from governed_memory.service._support import Listener, announce, changes, new_id, retried
+from governed_memory.service._support import (
+    Listener,
+    Parts,
+    announce,
+    changes,
+    new_id,
+    retried,
+)
 from governed_memory.service.audit import Audit
-from governed_memory.service.expiry import Expiry
+from governed_memory.service.erasure import Erasure
+from governed_memory.service.expiry import Expiry, Retention, RetentionReport
 from governed_memory.service.idempotency import (
     Idempotency,
     Keyed,
@@ -57,7 +65,9 @@ from governed_memory.service.idempotency import (
 )
 from governed_memory.service.indexing import Indexer, SearchSettings
 from governed_memory.service.maintenance import Maintenance
+from governed_memory.service.reads import Reads
 from governed_memory.service.retrieval import Retrieval
+from governed_memory.service.review import Review
 from governed_memory.service.vault import KeyCache, Vault
 from governed_memory.tokens import Tokenizer, default_tokenizer
 
@@ -73,6 +83,7 @@ class MemoryService:
         clock: Clock | None = None,
         tokenizer: Tokenizer | None = None,
         policy: TtlPolicy | None = None,
+        retention: RetentionPolicy | None = None,
         new_id: Callable[[], str] = new_id,
         listeners: Sequence[Listener] = (),
         search: SearchSettings | None = None,
@@ -82,14 +93,20 @@ class MemoryService:
         self.clock = clock or SystemClock()
         self.tokenizer = tokenizer or default_tokenizer()
         self.policy = policy or TtlPolicy()
+        self.retention = retention or RetentionPolicy()
         self.listeners: list[Listener] = list(listeners)
         self._new_id = new_id
-        self._vault = Vault(store, keyring)
-        self._indexer = Indexer(self._vault, search or SearchSettings())
-        self._idempotency = Idempotency(store, self._vault)
-        self._retrieval = Retrieval(store, self._vault, self._indexer, self.tokenizer.name)
-        self._audit = Audit(store, self._vault)
+        self._vault = vault = Vault(store, keyring)
+        self._indexer = indexer = Indexer(vault, search or SearchSettings())
+        self._idempotency = Idempotency(store, vault)
+        self._reads = Reads(store, vault)
+        self._retrieval = Retrieval(store, vault, indexer, self.tokenizer.name)
+        self._audit = Audit(store, vault, self._reads)
+        parts = Parts(store, vault, self._idempotency, self._commit, self._context, indexer)
+        self._review = Review(parts)
+        self._erasure = Erasure(parts)
         self._expiry = Expiry(store, self._commit, new_id, self.policy)
+        self._retention = Retention(store, vault, self._commit, new_id, self.retention)
 
     @property
     def maintenance(self) -> Maintenance:
@@ -98,8 +115,7 @@ class MemoryService:
 
     @property
     def search_signature(self) -> str:
-        """How this service builds the search index (recorded in the store; see
-        :mod:`.indexing`)."""
+        """How this service builds the search index (recorded in the store: .indexing)."""
         return self._indexer.signature
 
     def ping(self) -> None:
@@ -154,19 +170,20 @@ class MemoryService:
         # leave a key behind (a later forget would find it).
         if subject_key is None:
             subject_key = self._vault.subject_key_or_new(tenant, subject)
+        sealing_key, item_key = self._vault.key_for_write(subject_key, target_id, current)
         version, tokens = command.expected_version + 1, self.tokenizer.count(command.content)
-        sealed = self._vault.seal_content(subject_key, target_id, version, command.content, tokens)
+        sealed = self._vault.seal_content(sealing_key, version, command.content, tokens)
         events = lifecycle.with_content(events, sealed)
         known = {target_id: current} | ({target.id: target} if target is not None else {})
-        index = self._indexer.entry(tenant, command.content, subject_key)
-        rows = changes(events, known, {target_id: index})
+        rows = changes(
+            events, known, {target_id: self._indexer.entry(tenant, command.content, sealing_key)}
+        )
         written, created = rows[0].item, current is None
         digest = fingerprint(command.fingerprint(sealed.content_hash))
         result = {"memory_id": target_id, "version": written.version, "created": created}
         record = record_of(keyed, digest, result)
-        signature = self._indexer.signature_of(rows)
-        batch = Batch(tenant, events, rows, record, require_key=subject_key)
-        self._commit(dataclasses.replace(batch, index_signature=signature))
+        batch = Batch(tenant, events, rows, record, require_key=subject_key, new_item_key=item_key)
+        self._commit(replace(batch, index_signature=self._indexer.signature_of(rows)))
         return WriteResult(MemoryItem.from_state(written, command.content), created)
 
     # -- review ---------------------------------------------------------------------------
@@ -181,7 +198,7 @@ class MemoryService:
     ) -> MemoryItem:
         """A reviewer (never the writer) makes a quarantined item active and verified."""
         command = PromoteMemory(values.memory_id(memory_id), commands.version(expected_version))
-        return self._review(principal, command, idempotency_key)
+        return self._review.review(principal, command, idempotency_key)
 
     def reject(
         self,
@@ -198,73 +215,7 @@ class MemoryService:
         command = RejectMemory(
             values.memory_id(memory_id), commands.version(expected_version), reason
         )
-        return self._review(principal, command, idempotency_key)
-
-    def _review(
-        self,
-        principal: Principal,
-        command: PromoteMemory | RejectMemory,
-        idempotency_key: str | None,
-    ) -> MemoryItem:
-        key = parse_key(idempotency_key)
-        access.require_review(principal)
-        digest = fingerprint(command.fingerprint())
-        keyed = self._idempotency.for_review(principal, key, digest)
-        return self._idempotency.once(
-            keyed, lambda: self._review_once(principal, command, keyed, digest)
-        )
-
-    def _review_once(
-        self,
-        principal: Principal,
-        command: PromoteMemory | RejectMemory,
-        keyed: Keyed[MemoryItem] | None,
-        digest: str,
-    ) -> MemoryItem:
-        tenant = principal.tenant_id
-        current = self.store.get(tenant, command.memory_id)
-        ctx = self._context(principal, keyed)
-        plaintext: str | None = None
-        if isinstance(command, PromoteMemory):
-            events, known, plaintext = self._decide_promote(ctx, command, current)
-        else:
-            events, known = self._decide_reject(ctx, command, current), {command.memory_id: current}
-        indexes = {}
-        if plaintext is not None:  # its vector's key is looked up if semantic recall is on
-            indexes[command.memory_id] = self._indexer.entry(tenant, plaintext, None)
-        rows = changes(events, known, indexes)
-        item = rows[0].item
-        record = record_of(keyed, digest, {"memory_id": item.id, "version": item.version})
-        signature = self._indexer.signature_of(rows)
-        self._commit(Batch(tenant, events, rows, record, index_signature=signature))
-        content = plaintext if plaintext is not None else self._vault.decrypt(item)
-        return MemoryItem.from_state(item, content)
-
-    def _decide_promote(
-        self, ctx: Context, command: PromoteMemory, current: ItemState | None
-    ) -> tuple[list[Event], dict[str, ItemState | None], str | None]:
-        """Promotion's events, the items they change, and the plaintext to index."""
-        target = None
-        if current is not None and current.supersedes_id is not None:
-            target = self.store.get(current.tenant_id, current.supersedes_id)
-        events = lifecycle.decide_promote(ctx, command, current, target)
-        assert current is not None  # decide raised NotFound otherwise
-        known: dict[str, ItemState | None] = {current.id: current}
-        if target is not None:
-            known[target.id] = target
-        return events, known, self._vault.decrypt(current)
-
-    def _decide_reject(
-        self, ctx: Context, command: RejectMemory, current: ItemState | None
-    ) -> list[Event]:
-        """Rejection's events, the reason sealed only once the rules allow the rejection
-        (so that a refused one mints no subject key)."""
-        events = lifecycle.decide_reject(ctx, command, current, None)
-        if command.reason is None:
-            return events
-        assert current is not None  # decide raised NotFound otherwise
-        key = self._vault.subject_key_or_new(current.tenant_id, current.subject_id)
-        return lifecycle.with_reason(events, self._vault.seal_reason(key, current, command.reason))
+        return self._review.review(principal, command, idempotency_key)
 
     # -- forget and expiry ----------------------------------------------------------------
 
@@ -272,42 +223,7 @@ class MemoryService:
         self, principal: Principal, subject: str, *, idempotency_key: str | None = None
     ) -> ForgetResult:
         """Delete every item of the subject and destroy its key: the content is gone."""
-        command = ForgetSubject(values.subject_id(subject))
-        key = parse_key(idempotency_key)
-        access.require_forget(principal)
-        digest = fingerprint(command.fingerprint())
-        keyed = self._idempotency.for_forget(principal.tenant_id, key, digest)
-        return self._idempotency.once(
-            keyed,
-            lambda: retried(
-                lambda: self._forget(principal, command, keyed, digest),
-                on=(VersionConflict, SubjectChanged),  # an item changed meanwhile: look again
-                exhausted="the subject kept changing during the forget; retry",
-            ),
-        )
-
-    def _forget(
-        self,
-        principal: Principal,
-        command: ForgetSubject,
-        keyed: Keyed[ForgetResult] | None,
-        digest: str,
-    ) -> ForgetResult:
-        tenant, subject = principal.tenant_id, command.subject_id
-        items = self.store.subject_items(tenant, subject)
-        subject_key = self._vault.subject_key(tenant, subject)
-        ctx = self._context(principal, keyed)
-        events = lifecycle.decide_forget(ctx, command, items, subject_key is not None)
-        rows: list[ItemChange] = []
-        if events:
-            forgotten = events[0]
-            assert isinstance(forgotten, SubjectForgotten)
-            rows = [ItemChange(item, item.version - 1) for item in apply_forget(items, forgotten)]
-        record = record_of(keyed, digest, {"subject_id": subject, "affected": len(rows)})
-        stored = self._commit(Batch(tenant, events, rows, record, destroy_key=subject))
-        if subject_key is not None:
-            self._vault.destroyed(subject_key)
-        return ForgetResult(subject, len(rows), stored[0].position if stored else None)
+        return self._erasure.forget(principal, subject, idempotency_key)
 
     def expire_due(self, now: datetime | None = None, *, batch_size: int = 500) -> int:
         """Append ``memory.expired`` for every live item whose TTL has run out; count them.
@@ -317,15 +233,56 @@ class MemoryService:
         """
         return self._expiry.sweep(now or self.clock.now(), batch_size)
 
+    def apply_retention(
+        self, now: datetime | None = None, *, batch_size: int = 500
+    ) -> RetentionReport:
+        """Destroy the content of every expired, rejected or superseded item whose
+        retention window has run out (``memory.content_destroyed``, the item's key gone).
+
+        Safe with several instances, like expiry. Items written before items had keys of
+        their own are skipped and counted (only forgetting their subject destroys them).
+        """
+        return self._retention.sweep(now or self.clock.now(), batch_size)
+
+    def erase(
+        self, principal: Principal, memory_id: str, *, idempotency_key: str | None = None
+    ) -> EraseResult:
+        """Erase one item: deleted, every version's content destroyed with its own key."""
+        return self._erasure.erase(principal, memory_id, idempotency_key)
+
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, principal: Principal, memory_id: str) -> MemoryItem:
-        """One item of the caller's tenant and agents; content ``None`` once deleted."""
-        access.require_scope(principal, Scope.MEMORY_READ)
-        memory_id = values.memory_id(memory_id)
-        found = self.store.get(principal.tenant_id, memory_id)
-        state = access.require_visible(principal, found, memory_id)
-        return MemoryItem.from_state(state, self._vault.decrypt(state))
+        """One item of the caller's tenant and agents as it is now (``expired`` once its
+        ``expires_at`` passed); content ``None`` once destroyed, and withheld from a caller
+        without ``memory:review`` while the item is untrusted."""
+        return self._reads.get(principal, memory_id, self.clock.now())
+
+    def browse(
+        self,
+        principal: Principal,
+        *,
+        agent_id: str | None = None,
+        purpose: str | None = None,
+        subject_id: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ItemPage:
+        """A page of the caller's items passing the filters, in (updated_at, id) order;
+        ``status`` is matched as of now (a live item past its expiry is ``expired``)."""
+        return self._reads.browse(
+            principal,
+            agent_id=agent_id,
+            purpose=purpose,
+            subject_id=subject_id,
+            status=status,
+            kind=kind,
+            limit=limit,
+            cursor=cursor,
+            now=self.clock.now(),
+        )
 
     def search(
         self, principal: Principal, request: SearchQuery | Mapping[str, Any]
@@ -336,7 +293,8 @@ class MemoryService:
         return self._retrieval.search(principal.tenant_id, query, self.clock.now())
 
     def history(self, principal: Principal, memory_id: str) -> list[AuditEvent]:
-        """Every event that changed the item, in order, without content."""
+        """Every event that changed the item, in order: no content but the reasons of
+        rejections (while the item's content lives)."""
         return self._audit.history(principal, memory_id)
 
     def list_quarantine(
@@ -347,10 +305,15 @@ class MemoryService:
         purpose: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
-    ) -> QuarantinePage:
+    ) -> ItemPage:
         """The review queue of the caller's tenant and agents, oldest first."""
         return self._audit.list_quarantine(
-            principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
+            principal,
+            agent_id=agent_id,
+            purpose=purpose,
+            limit=limit,
+            cursor=cursor,
+            now=self.clock.now(),
         )
 
     def events_after(

@@ -1,7 +1,7 @@
 """Rebuilding the projection and the search index from the log, safe against writes.
 
 Each tenant's log is folded into items; every active item's content is opened with its
-subject's key and indexed again under the service's search settings (terms, and vectors
+keys and indexed again under the service's search settings (terms, and vectors
 when semantic recall is on); the result replaces the tenant's rows in one swap
 (``Store.rebuild``), which the store refuses if an event landed after the fold. Then the
 tenant is folded again: index entries already made are kept (an entry depends only on an
@@ -16,7 +16,7 @@ the new signature once every tenant is done.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from governed_memory.core.model import ItemState
@@ -24,11 +24,13 @@ from governed_memory.core.projection import replay
 from governed_memory.core.values import Status
 from governed_memory.errors import LogMoved, StoreUnavailable
 from governed_memory.ports import Store
-from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange, SubjectKey
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange
 from governed_memory.service.indexing import Indexer
-from governed_memory.service.vault import Vault
+from governed_memory.service.vault import KeyCache, Vault
 
 REBUILD_ATTEMPTS = 20
+#: Item keys read at once.
+KEY_PAGE = 5_000
 #: Items indexed between two progress reports.
 PROGRESS_STEP = 256
 
@@ -93,11 +95,7 @@ class Rebuild:
             events = list(self._store.tenant_events(tenant))
             through = events[-1].position if events else 0
             items = [item for _, item in sorted(replay(stored.event for stored in events).items())]
-            # The keys as of now, not of the rebuild's start: a subject written meanwhile
-            # has a key the first fold did not need.
-            searchable = {item.subject_id for item in items if item.status is Status.ACTIVE}
-            keys = self._store.subject_keys_for(tenant, sorted(searchable))
-            self._index(tenant, items, keys, made)
+            self._index(tenant, items, made)
             changes = [ItemChange(item, 0, _entry(made, item)) for item in items]
             try:
                 self._store.rebuild(tenant, changes, through)
@@ -106,18 +104,31 @@ class Rebuild:
             return len(changes)
         raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
 
-    def _index(
-        self, tenant: str, items: list[ItemState], keys: Mapping[str, SubjectKey], made: _Made
-    ) -> None:
+    def _keys(self, tenant: str, active: list[ItemState]) -> KeyCache:
+        """The keys of the active items, as of now, not of the rebuild's start: a subject
+        or an item written meanwhile has keys an earlier fold did not need."""
+        subjects = sorted({item.subject_id for item in active})
+        found = self._store.subject_keys_for(tenant, subjects)
+        keys = KeyCache({(tenant, s): found.get(s) for s in subjects})
+        ids = [item.id for item in active]
+        for start in range(0, len(ids), KEY_PAGE):
+            page = self._store.item_keys_for(tenant, ids[start : start + KEY_PAGE])
+            keys.items.update({(tenant, memory_id): key for memory_id, key in page.items()})
+        return keys
+
+    def _index(self, tenant: str, items: list[ItemState], made: _Made) -> None:
         """Make the index entries of the active items that have none yet in ``made``."""
+        active = [
+            item
+            for item in items
+            if item.status is Status.ACTIVE and (item.id, item.content_version) not in made
+        ]
+        keys = self._keys(tenant, active)
         todo = []
-        for item in items:
-            if item.status is not Status.ACTIVE or (item.id, item.content_version) in made:
-                continue
-            key = keys.get(item.subject_id)
-            content = self._vault.open_with(key, item)
+        for item in active:
+            content = self._vault.open_known(item, keys)
             if content is not None:  # None: the key is gone, nothing left to index
-                todo.append((content, key, item))
+                todo.append((content, self._vault.content_key(item, keys), item))
         self._items += len(todo)
         self._progress()
         for start in range(0, len(todo), PROGRESS_STEP):

@@ -60,7 +60,7 @@ class Retrieval:
         # the postings and the read of the rows could otherwise rank an item on one state
         # and return it, or leave out a better one, from another.
         with self._store.snapshot():
-            keys: KeyCache = {}
+            keys = KeyCache()
             if looked_up.vector is None:
                 fitted = self._fit(tenant, query, looked_up.terms, now)
             else:
@@ -111,10 +111,14 @@ class Retrieval:
         request = self._request(tenant, query, looked_up.terms, now, None)
         matches = self._store.search(request)
         sealed = self._store.scope_vectors(request)
-        keys.update(self._vault.prefetch(tenant, {vector.subject_id for vector in sealed}))
+        found = self._vault.prefetch(
+            tenant, {v.subject_id for v in sealed}, [v.memory_id for v in sealed]
+        )
+        keys.subjects.update(found.subjects)
+        keys.items.update(found.items)
         assert looked_up.vector is not None
         cosines = {
-            vector.memory_id: _dot(looked_up.vector, self._vault.open_vector(keys, vector))
+            vector.memory_id: _dot(looked_up.vector, self._vault.open_vector(vector, keys))
             for vector in sealed
         }
         lexical = {c.memory_id for c in matches.candidates}
@@ -140,9 +144,14 @@ class Retrieval:
     ) -> list[SearchHit]:
         """The chosen items read and decrypted; any that changed since ranking is left out."""
         states = self._store.get_many(tenant, [r.candidate.memory_id for r in chosen])
-        # One read for every subject key the hits need (a request-long cache).
-        wanted = {state.subject_id for state in states.values()} - {s for _, s in keys}
-        keys.update(self._vault.prefetch(tenant, wanted))
+        # One read for every subject key and one for every item key the hits need that the
+        # request has not read yet (a request-long cache).
+        subjects = {state.subject_id for state in states.values()} - {s for _, s in keys.subjects}
+        memory_ids = [i for i in states if (tenant, i) not in keys.items]
+        if subjects or memory_ids:
+            more = self._vault.prefetch(tenant, subjects, memory_ids)
+            keys.subjects.update(more.subjects)
+            keys.items.update(more.items)
         hits = []
         for r in chosen:
             state = states.get(r.candidate.memory_id)

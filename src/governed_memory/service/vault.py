@@ -1,10 +1,15 @@
-"""The vault: subject keys, and content sealed or opened with them, in one place.
+"""The vault: subject keys, item keys, and content sealed or opened with them, in one place.
 
-Each subject of a tenant has its own data key, wrapped under the master key and kept by
-the store; forgetting a subject destroys that key, and with it every blob it sealed
-(SPEC §7). Everything that touches a subject key goes through :class:`Vault`: minting it
-on the first write, sealing content and rejection reasons, the keyed content hash,
-opening blobs again (sharing key lookups within one request), and the keyed search terms.
+Each subject of a tenant has its own data key, wrapped under the master key; each item has
+a key of its own, wrapped under its subject's key, that seals every version of the item
+(SPEC §7). Forgetting a subject destroys its key and its items' keys; erasing an item, or
+its retention window running out, destroys that item's key alone. Items written before
+items had keys of their own stay sealed under the subject key ("legacy" items).
+
+Everything that touches those keys goes through :class:`Vault`: minting them, sealing
+content and rejection reasons (and anything else sealed like content), the keyed content
+hash, opening blobs again (sharing key lookups within one request), and the keyed search
+terms.
 """
 
 from __future__ import annotations
@@ -12,26 +17,38 @@ from __future__ import annotations
 import logging
 import sys
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from governed_memory.analysis import Analyzer
+from governed_memory.core.events import MemoryRejected
 from governed_memory.core.lifecycle import SealedContent
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import Status
-from governed_memory.crypto import Keyring
-from governed_memory.errors import CryptoError
+from governed_memory.crypto import ITEM_BLOB, SUBJECT_BLOB, Keyring, SealingKey
+from governed_memory.errors import CryptoError, SubjectKeyGone
 from governed_memory.ports import Store
-from governed_memory.records import IndexDoc, SealedVector, SubjectKey
+from governed_memory.records import IndexDoc, ItemKey, SealedVector, SubjectKey
 
 log = logging.getLogger("governed_memory.service")
 
-#: Subject keys looked up during one request, by (tenant, subject); ``None``: none left.
-#: It lives only as long as that request, so a forget is never outlived by a cached key.
-KeyCache = dict[tuple[str, str], SubjectKey | None]
+K = TypeVar("K", SubjectKey, ItemKey)
+
+
+@dataclass
+class KeyCache:
+    """Keys looked up during one request: subject keys by (tenant, subject), item keys by
+    (tenant, memory id); ``None`` where there is none (never made, or destroyed). It lives
+    only as long as that request, so a destroyed key never outlives the request that saw it.
+    """
+
+    subjects: dict[tuple[str, str], SubjectKey | None] = field(default_factory=dict)
+    items: dict[tuple[str, str], ItemKey | None] = field(default_factory=dict)
 
 
 class Vault:
-    """Subject keys and the content they seal, over one store and one keyring."""
+    """Subject and item keys and the content they seal, over one store and one keyring."""
 
     def __init__(self, store: Store, keyring: Keyring) -> None:
         self._store = store
@@ -50,74 +67,200 @@ class Vault:
             key = self._store.add_subject_key(self._keyring.new_subject_key(tenant, subject))
         return key
 
-    def destroyed(self, key: SubjectKey) -> None:
+    def destroyed(self, key_id: bytes) -> None:
         """Drop what the keyring caches of a key the store has just destroyed."""
-        self._keyring.forget_cached(key.key_id)
+        self._keyring.forget_cached(key_id)
 
     def check_wrapped(self, key: SubjectKey) -> None:
         """Raise :class:`CryptoError` unless ``key`` unwraps under this master key."""
         self._keyring.unwrap(key)
 
+    def check_item_key(self, subject: SubjectKey, item: ItemKey) -> None:
+        """Raise :class:`CryptoError` unless ``item`` unwraps under its subject's key."""
+        self._keyring.item_sealing_key(subject, item)
+
+    @staticmethod
+    def is_legacy(state: ItemState) -> bool:
+        """Whether the item's content is sealed under its subject's key (written before
+        items had keys of their own), so that it cannot be destroyed alone."""
+        return state.content is not None and Keyring.blob_format(state.content) == SUBJECT_BLOB
+
+    def key_for_write(
+        self, subject: SubjectKey, memory_id: str, current: ItemState | None
+    ) -> tuple[SealingKey, ItemKey | None]:
+        """The key that seals a write of ``memory_id``, and the item key to store with it
+        when the write creates the item (a fresh one, wrapped under ``subject``).
+
+        A rewrite reuses the item's key; an item written before items had keys keeps
+        being sealed under its subject's key. ``SubjectKeyGone`` if the item's key is
+        gone meanwhile (the write is then decided again).
+        """
+        if current is None:
+            stored, key = self._keyring.new_item_key(subject, memory_id)
+            return key, stored
+        if self.is_legacy(current):
+            return self._keyring.subject_sealing_key(subject, memory_id), None
+        item = self._store.item_key(subject.tenant_id, memory_id)
+        if item is None:
+            raise SubjectKeyGone(f"the key of memory {memory_id!r} was destroyed")
+        return self._keyring.item_sealing_key(subject, item), None
+
+    def content_key(self, state: ItemState, keys: KeyCache | None = None) -> SealingKey | None:
+        """The key that sealed the item's current content; ``None`` once it is gone."""
+        if state.content is None:
+            return None
+        return self._key_of(state.tenant_id, state.subject_id, state.id, state.content, keys)
+
     # -- sealing --------------------------------------------------------------------------
 
+    def seal(self, key: SealingKey, version: int, data: bytes, purpose: str) -> bytes:
+        """``data`` sealed for the item version that produces it, for one ``purpose``
+        (``content``, ``reason``…): the one sealing method for whatever is content."""
+        return self._keyring.seal(key, version, data, purpose)
+
     def seal_content(
-        self, key: SubjectKey, memory_id: str, version: int, content: str, tokens: int
+        self, key: SealingKey, version: int, content: str, tokens: int
     ) -> SealedContent:
         """Content sealed for the item version a write produces, with its keyed hash."""
-        blob = self._keyring.seal(key, memory_id, version, content)
+        blob = self.seal(key, version, content.encode("utf-8"), "content")
         return SealedContent(blob, self._keyring.content_hash(key, content), tokens)
 
-    def seal_reason(self, key: SubjectKey, item: ItemState, reason: str) -> bytes:
-        """A rejection reason sealed like content, for the version the rejection produces."""
-        return self._keyring.seal(key, item.id, item.version + 1, reason, purpose="reason")
+    def seal_vector(self, key: SealingKey, version: int, vector: Sequence[float]) -> bytes:
+        """An item's vector (semantic recall) sealed like its content, for the content
+        version whose text it embeds: a vector is content, unreadable once that key is
+        destroyed (forget, erase, retention)."""
+        raw = array("f", vector)
+        if sys.byteorder == "big":
+            raw.byteswap()  # stored little-endian, whatever the machine
+        return self.seal(key, version, raw.tobytes(), "vector")
 
-    def content_hash(self, key: SubjectKey | None, content: str) -> str:
-        """The keyed hash of ``content`` under the subject's key; empty without a key."""
+    def seal_reason(self, key: SealingKey, item: ItemState, reason: str) -> bytes:
+        """A rejection reason sealed like content, for the version the rejection produces."""
+        return self.seal(key, item.version + 1, reason.encode("utf-8"), "reason")
+
+    def content_hash(self, key: SealingKey | None, content: str) -> str:
+        """The keyed hash of ``content`` under an item's sealing key; empty without one."""
         return "" if key is None else self._keyring.content_hash(key, content)
 
     # -- opening --------------------------------------------------------------------------
 
-    def prefetch(self, tenant: str, subjects: Collection[str]) -> KeyCache:
-        """A request's key cache, filled with the keys of ``subjects`` in one read."""
+    def prefetch(
+        self, tenant: str, subjects: Collection[str], memory_ids: Collection[str] = ()
+    ) -> KeyCache:
+        """A request's key cache, filled with the keys of ``subjects`` and of the items
+        ``memory_ids`` (two reads in all)."""
         found = self._store.subject_keys_for(tenant, sorted(subjects))
-        return {(tenant, subject): found.get(subject) for subject in subjects}
+        items = self._store.item_keys_for(tenant, sorted(memory_ids)) if memory_ids else {}
+        return KeyCache(
+            {(tenant, subject): found.get(subject) for subject in subjects},
+            {(tenant, memory_id): items.get(memory_id) for memory_id in memory_ids},
+        )
 
     def decrypt(self, state: ItemState, keys: KeyCache | None = None) -> str | None:
-        """The plaintext of an item, ``None`` if deleted or its subject's key is gone.
+        """The plaintext of an item, ``None`` if its content or its key is gone.
 
-        ``keys`` lets one request share its subject-key lookups between items.
+        ``keys`` lets one request share its key lookups between items.
         """
         if state.content is None:
             return None
-        wanted = (state.tenant_id, state.subject_id)
-        key = keys[wanted] if keys is not None and wanted in keys else self.subject_key(*wanted)
-        if keys is not None:
-            keys[wanted] = key
-        if key is None or key.key_id != Keyring.key_id_of(state.content):
-            if self._forgotten_meanwhile(state):
+        key = self.content_key(state, keys)
+        if key is None:
+            if self._gone_meanwhile(state):
                 return None  # the key is destroyed: the content is unrecoverable by design
-            # A live item whose blob names a key its subject does not have: the blob was
-            # altered or moved from another subject's item. An error, never "no content".
+            # A live item whose blob names a key it does not have: the blob was altered or
+            # moved from another item. An error, never "no content".
             log.error("sealed content names a foreign key", extra={"memory_id": state.id})
             raise CryptoError(f"memory {state.id!r}: sealed content failed authentication")
         try:
-            return self._keyring.open(key, state.id, state.content_version, state.content)
+            return self._keyring.open(key, state.content_version, state.content).decode("utf-8")
         except CryptoError:
             log.error("sealed content failed authentication", extra={"memory_id": state.id})
             raise
 
-    def open_with(self, key: SubjectKey | None, state: ItemState) -> str | None:
-        """The plaintext of ``state`` if ``key`` sealed it; ``None`` if that key is gone."""
-        if state.content is None or key is None or key.key_id != Keyring.key_id_of(state.content):
+    def open_known(self, state: ItemState, keys: KeyCache) -> str | None:
+        """The plaintext of ``state`` if ``keys`` hold the key that sealed it, else
+        ``None`` (a rebuild: the keys are read once, nothing is read again)."""
+        if state.content is None:
             return None
-        return self._keyring.open(key, state.id, state.content_version, state.content)
+        key = self._key_of(state.tenant_id, state.subject_id, state.id, state.content, keys, False)
+        if key is None:
+            return None
+        return self._keyring.open(key, state.content_version, state.content).decode("utf-8")
 
-    def _forgotten_meanwhile(self, state: ItemState) -> bool:
-        """Whether ``state`` (read before its subject's key was looked up) is gone by now.
+    def open_vector(self, sealed: SealedVector, keys: KeyCache) -> array[float]:
+        """The vector of an item the store returned as eligible (active), opened with the
+        request's keys. Its key must be there: anything else is tampering, and raises
+        :class:`CryptoError`."""
+        key = self._key_of(sealed.tenant_id, sealed.subject_id, sealed.memory_id, sealed.blob, keys)
+        if key is None:
+            log.error("a sealed vector names no live key", extra={"memory_id": sealed.memory_id})
+            raise CryptoError(f"memory {sealed.memory_id!r}: sealed vector failed authentication")
+        vector = array("f")
+        vector.frombytes(self._keyring.open(key, sealed.version, sealed.blob, "vector"))
+        if sys.byteorder == "big":
+            vector.byteswap()
+        return vector
 
-        A forget between reading an item and reading its key deletes the item and the key
-        in one commit: the item read again is deleted (or its content is no longer the
-        one read). Only a live item still holding the very same blob is suspicious.
+    def open_reason(
+        self, state: ItemState, event: MemoryRejected, keys: KeyCache | None = None
+    ) -> str | None:
+        """The reason of a rejection of the item ``state`` (as it is now); ``None`` if
+        there is none, or once the item's content (and with it the reason) is destroyed."""
+        if event.reason is None or state.content is None:
+            return None
+        key = self._key_of(state.tenant_id, state.subject_id, state.id, event.reason, keys)
+        if key is None:
+            return None
+        return self._keyring.open(key, event.version, event.reason, "reason").decode("utf-8")
+
+    def _key_of(
+        self,
+        tenant: str,
+        subject: str,
+        memory_id: str,
+        blob: bytes,
+        keys: KeyCache | None,
+        fetch: bool = True,
+    ) -> SealingKey | None:
+        """The key a blob of the item names, if it still exists (looked up in ``keys``
+        first, then, if ``fetch``, in the store); ``None`` if it is gone or another."""
+        keys = KeyCache() if keys is None else keys
+        subject_key = self._cached(keys.subjects, (tenant, subject), fetch, self._store.subject_key)
+        blob_format, key_id = Keyring.blob_format(blob), Keyring.key_id_of(blob)
+        if subject_key is None:
+            return None
+        if blob_format == SUBJECT_BLOB:
+            if subject_key.key_id != key_id:
+                return None
+            return self._keyring.subject_sealing_key(subject_key, memory_id)
+        if blob_format != ITEM_BLOB:
+            raise CryptoError(f"memory {memory_id!r}: sealed content is malformed")
+        item_key = self._cached(keys.items, (tenant, memory_id), fetch, self._store.item_key)
+        if item_key is None or item_key.key_id != key_id or item_key.subject_id != subject:
+            return None
+        return self._keyring.item_sealing_key(subject_key, item_key)
+
+    @staticmethod
+    def _cached(
+        cache: dict[tuple[str, str], K | None],
+        at: tuple[str, str],
+        fetch: bool,
+        read: Callable[[str, str], K | None],
+    ) -> K | None:
+        """``cache[at]``, read (and kept) if it is not there yet and ``fetch`` allows."""
+        if at not in cache:
+            if not fetch:
+                return None
+            cache[at] = read(*at)
+        return cache[at]
+
+    def _gone_meanwhile(self, state: ItemState) -> bool:
+        """Whether ``state`` (read before its keys were looked up) has lost its content
+        since: forgotten, erased or past its retention window.
+
+        Each of these destroys the key and changes the item in one commit: the item read
+        again is deleted, or no longer holds the blob read. Only a live item still
+        holding the very same blob is suspicious.
         """
         current = self._store.get(state.tenant_id, state.id)
         if current is None or current.status is Status.DELETED:
@@ -139,40 +282,3 @@ class Vault:
         for term_id, word in zip(self.term_ids(tenant, words), words, strict=True):
             merged[term_id] = merged.get(term_id, 0) + counts[word]
         return IndexDoc(merged, sum(counts.values()))
-
-    # -- vectors (semantic recall) --------------------------------------------------------
-
-    def seal_vector(
-        self, key: SubjectKey, memory_id: str, version: int, vector: Sequence[float]
-    ) -> bytes:
-        """An item's vector sealed like its content: a vector is content (SPEC §6.2), so it
-        is unreadable once the key that sealed the content is destroyed.
-
-        ``version`` is the content's version (the one whose text the vector embeds); the
-        associated data binds the blob to tenant, memory id, that version and "vector".
-        """
-        raw = array("f", vector)
-        if sys.byteorder == "big":
-            raw.byteswap()  # stored little-endian, whatever the machine
-        # The keyring seals text: the float32 bytes travel as the Latin-1 characters of the
-        # same code points (one byte each way, unlike base64 a plain copy to decode, which
-        # matters when a search opens every vector of its scope).
-        packed = raw.tobytes().decode("latin-1")
-        return self._keyring.seal(key, memory_id, version, packed, purpose="vector")
-
-    def open_vector(self, keys: KeyCache, sealed: SealedVector) -> array[float]:
-        """The vector of an item the store returned as eligible, opened with the request's
-        key cache. Its subject's key must be there (the item is active): anything else is
-        tampering and raises :class:`CryptoError`."""
-        key = keys.get((sealed.tenant_id, sealed.subject_id))
-        if key is None:
-            log.error("a sealed vector names no key", extra={"memory_id": sealed.memory_id})
-            raise CryptoError(f"memory {sealed.memory_id!r}: sealed vector failed authentication")
-        packed = self._keyring.open(
-            key, sealed.memory_id, sealed.version, sealed.blob, purpose="vector"
-        )
-        vector = array("f")
-        vector.frombytes(packed.encode("latin-1"))
-        if sys.byteorder == "big":
-            vector.byteswap()
-        return vector

@@ -7,19 +7,18 @@ makes each batch atomic and keeps positions in commit order.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
 from governed_memory.core.events import StoredEvent, SubjectForgotten
-from governed_memory.core.model import LIVE_STATUSES, ItemState
+from governed_memory.core.model import LIVE_STATUSES, ItemState, effective_status
+from governed_memory.core.policy import RetentionKey
 from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
     LogMoved,
-    ReadWouldWait,
     StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
@@ -27,34 +26,32 @@ from governed_memory.errors import (
 )
 from governed_memory.records import (
     SEARCH_INDEX,
-    ApiKey,
     Batch,
+    BrowseRequest,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
+    RetentionCursor,
     SealedVector,
     SearchMatches,
     SearchRequest,
-    SubjectKey,
     serves_index,
 )
+from governed_memory.store.memory_keys import MemoryKeys
 
 ScopeKey = tuple[str, str, str]
 
 
-class MemoryStore:
+class MemoryStore(MemoryKeys):
     """Everything in dictionaries behind one lock; nothing survives the process."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        super().__init__()
         self._events: list[StoredEvent] = []
         self._items: dict[tuple[str, str], ItemState] = {}
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
-        self._keys: dict[tuple[str, str], SubjectKey] = {}
-        self._idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
-        self._api_keys: dict[str, ApiKey] = {}
-        self._meta: dict[str, str] = {}
+        self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -72,21 +69,18 @@ class MemoryStore:
             if batch.idempotency is not None:
                 record = batch.idempotency
                 position = stored[0].position if stored else None
-                self._idempotency[(record.tenant_id, record.key)] = IdempotencyRecord(
-                    record.tenant_id,
-                    record.key,
-                    record.fingerprint,
-                    record.result,
-                    position,
+                where = (batch.tenant_id, record.credential, record.key)
+                self._idempotency[where] = dataclasses.replace(
+                    record, tenant_id=batch.tenant_id, position=position
                 )
-            if batch.destroy_key is not None:
-                self._keys.pop((batch.tenant_id, batch.destroy_key), None)
+            self._change_item_keys(batch)
             return stored
 
     def _check(self, batch: Batch) -> None:
         self._check_index(batch.index_signature)
         if batch.idempotency is not None:
-            existing = self._idempotency.get((batch.tenant_id, batch.idempotency.key))
+            record = batch.idempotency
+            existing = self._idempotency.get((batch.tenant_id, record.credential, record.key))
             if existing is not None:
                 raise IdempotencyKeyTaken(existing)
         if batch.require_key is not None:
@@ -110,6 +104,19 @@ class MemoryStore:
                 ):
                     raise SubjectChanged(f"subject of tenant {batch.tenant_id!r} changed")
 
+    def _change_item_keys(self, batch: Batch) -> None:
+        tenant = batch.tenant_id
+        if batch.new_item_key is not None:
+            key = batch.new_item_key
+            self._item_keys[(key.tenant_id, key.memory_id)] = key
+        if batch.destroy_item_key is not None:
+            self._item_keys.pop((tenant, batch.destroy_item_key), None)
+        if batch.destroy_key is not None:
+            self._keys.pop((tenant, batch.destroy_key), None)
+            for found in [k for k, v in self._item_keys.items() if k[0] == tenant]:
+                if self._item_keys[found].subject_id == batch.destroy_key:
+                    del self._item_keys[found]
+
     def _reindex(self, item: ItemState, index: IndexDoc | None) -> None:
         old = self._docs.pop(item.key, None)
         if old is not None:
@@ -127,10 +134,6 @@ class MemoryStore:
         """Refuse a request made for another index than the one recorded (if any)."""
         if not serves_index(self._meta.get(SEARCH_INDEX), signature):
             raise StoreUnavailable.index_rebuilt()
-
-    def add_subject_key(self, key: SubjectKey) -> SubjectKey:
-        with self._lock:
-            return self._keys.setdefault((key.tenant_id, key.subject_id), key)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -154,18 +157,9 @@ class MemoryStore:
                 key=lambda item: item.id,
             )
 
-    def subject_key(self, tenant_id: str, subject_id: str) -> SubjectKey | None:
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
         with self._lock:
-            return self._keys.get((tenant_id, subject_id))
-
-    def subject_keys_for(self, tenant_id: str, subject_ids: Sequence[str]) -> dict[str, SubjectKey]:
-        with self._lock:
-            found = ((s, self._keys.get((tenant_id, s))) for s in set(subject_ids))
-            return {s: key for s, key in found if key is not None}
-
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
-        with self._lock:
-            return self._idempotency.get((tenant_id, key))
+            return self._idempotency.get((tenant_id, credential, key))
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         with self._lock:
@@ -195,6 +189,21 @@ class MemoryStore:
             due.sort(key=lambda item: (item.expires_at, item.tenant_id, item.id))
             return due[:limit]
 
+    def due_for_retention(
+        self, cutoffs: Mapping[RetentionKey, datetime], limit: int, after: RetentionCursor | None
+    ) -> list[ItemState]:
+        with self._lock:
+            due = [
+                item
+                for item in self._items.values()
+                if item.content is not None
+                and (item.kind, item.status) in cutoffs
+                and item.updated_at <= cutoffs[(item.kind, item.status)]
+                and (after is None or _retention_cursor(item) > after)
+            ]
+            due.sort(key=_retention_cursor)
+            return due[:limit]
+
     def quarantine(
         self,
         tenant_id: str,
@@ -203,6 +212,7 @@ class MemoryStore:
         purpose: str | None,
         limit: int,
         after: tuple[int, str] | None,
+        now: datetime | None = None,
     ) -> list[ItemState]:
         with self._lock:
             rows = [
@@ -210,6 +220,7 @@ class MemoryStore:
                 for item in self._items.values()
                 if item.tenant_id == tenant_id
                 and item.status is Status.QUARANTINED
+                and (now is None or item.expires_at > now)
                 and (agents is None or item.agent_id in agents)
                 and (agent_id is None or item.agent_id == agent_id)
                 and (purpose is None or item.purpose == purpose)
@@ -217,6 +228,16 @@ class MemoryStore:
             ]
             rows.sort(key=lambda item: (to_micros(item.updated_at), item.id))
             return rows[:limit]
+
+    def browse(self, request: BrowseRequest) -> list[ItemState]:
+        with self._lock:
+            rows = [
+                item
+                for item in self._items.values()
+                if item.tenant_id == request.tenant_id and _browsed(item, request)
+            ]
+            rows.sort(key=lambda item: (to_micros(item.updated_at), item.id))
+            return rows[: request.limit]
 
     def search(self, request: SearchRequest) -> SearchMatches:
         with self._lock:
@@ -318,50 +339,6 @@ class MemoryStore:
         with self._lock:  # writers wait: every read inside sees one state
             yield
 
-    def subject_keys(self, limit: int | None = None) -> Iterator[SubjectKey]:
-        with self._lock:
-            return iter(list(self._keys.values())[:limit])
-
-    def add_api_key(self, key: ApiKey) -> None:
-        with self._lock:
-            if key.key_id in self._api_keys:
-                raise ValueError("duplicate API key id")
-            self._api_keys[key.key_id] = key
-
-    def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
-        if not self._lock.acquire(blocking=wait):
-            raise ReadWouldWait("a writer holds the store")
-        try:
-            return self._api_keys.get(key_id)
-        finally:
-            self._lock.release()
-
-    def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
-        with self._lock:
-            keys = [k for k in self._api_keys.values() if tenant_id in (None, k.tenant_id)]
-            return sorted(keys, key=lambda k: (k.tenant_id, k.created_at, k.key_id))
-
-    def revoke_api_key(self, key_id: str, at: datetime) -> bool:
-        with self._lock:
-            key = self._api_keys.get(key_id)
-            if key is None:
-                return False
-            if key.revoked_at is None:
-                self._api_keys[key_id] = dataclasses.replace(key, revoked_at=at)
-            return True
-
-    def meta(self, name: str) -> str | None:
-        with self._lock:
-            return self._meta.get(name)
-
-    def claim_meta(self, name: str, value: str) -> str:
-        with self._lock:
-            return self._meta.setdefault(name, value)
-
-    def replace_meta(self, name: str, value: str) -> None:
-        with self._lock:
-            self._meta[name] = value
-
     def schema_version(self) -> int:
         return 0  # nothing to migrate: the store lives and dies with the process
 
@@ -382,4 +359,21 @@ def _admits(item: ItemState, request: SearchRequest) -> bool:
         now=request.now,
         subject_id=request.subject_id,
         kinds=request.kinds,
+    )
+
+
+def _retention_cursor(item: ItemState) -> RetentionCursor:
+    return (to_micros(item.updated_at), item.tenant_id, item.id)
+
+
+def _browsed(item: ItemState, request: BrowseRequest) -> bool:
+    """Whether ``item`` of the request's tenant passes every filter of a browse."""
+    return (
+        (request.agents is None or item.agent_id in request.agents)
+        and request.agent_id in (None, item.agent_id)
+        and request.purpose in (None, item.purpose)
+        and request.subject_id in (None, item.subject_id)
+        and request.kind in (None, item.kind)
+        and request.status in (None, effective_status(item, request.now))
+        and (request.after is None or (to_micros(item.updated_at), item.id) > request.after)
     )

@@ -9,7 +9,7 @@ object runs them and satisfies :class:`Database`. A backend's store class derive
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -22,10 +22,14 @@ from governed_memory.codec import (
 )
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
-from governed_memory.core.values import from_micros, to_micros
+from governed_memory.core.policy import RetentionKey
+from governed_memory.core.values import Status, from_micros, to_micros
 from governed_memory.records import (
     ApiKey,
+    BrowseRequest,
     IdempotencyRecord,
+    ItemKey,
+    RetentionCursor,
     SealedVector,
     SearchRequest,
     SubjectKey,
@@ -49,7 +53,11 @@ class Dialect(Protocol):
     TENANT_EVENTS_AFTER: str
     MEMORY_EVENTS: str
     DUE_FOR_EXPIRY: str
+    DUE_FOR_RETENTION: str
     QUARANTINE: str
+    GET_ITEM_KEY: str
+    ITEM_KEYS_OF: str
+    ITEM_KEYS: str
     TENANTS: str
     TENANT_ITEMS: str
     HEAD: str
@@ -58,6 +66,7 @@ class Dialect(Protocol):
     GET_API_KEY: str
     INSERT_API_KEY: str
     REVOKE_API_KEY: str
+    TOUCH_API_KEY: str
     GET_META: str
     CLAIM_META: str
     REPLACE_META: str
@@ -113,6 +122,28 @@ class SQLReads:
         rows = self._db.query(self._sql.DUE_FOR_EXPIRY, (to_micros(now), limit))
         return [item_from_row(row) for row in rows]
 
+    def due_for_retention(
+        self, cutoffs: Mapping[RetentionKey, datetime], limit: int, after: RetentionCursor | None
+    ) -> list[ItemState]:
+        if not cutoffs:
+            return []
+        p = self._sql.P
+        keys = sorted(cutoffs)
+        # The outer bound lets the partial index (updated_at, tenant_id, id) serve the scan;
+        # each (kind, status) then has its own cutoff.
+        sql = self._sql.DUE_FOR_RETENTION + f" AND updated_at <= {p} AND ("
+        sql += " OR ".join(f"(kind = {p} AND status = {p} AND updated_at <= {p})" for _ in keys)
+        sql += ")"
+        params: list[Any] = [max(to_micros(at) for at in cutoffs.values())]
+        for kind, status in keys:
+            params += [kind.value, status.value, to_micros(cutoffs[(kind, status)])]
+        if after is not None:
+            sql += f" AND (updated_at, tenant_id, id) > ({p}, {p}, {p})"
+            params += list(after)
+        sql += f" ORDER BY updated_at, tenant_id, id LIMIT {p}"
+        params.append(limit)
+        return [item_from_row(row) for row in self._db.query(sql, params)]
+
     def quarantine(
         self,
         tenant_id: str,
@@ -121,20 +152,69 @@ class SQLReads:
         purpose: str | None,
         limit: int,
         after: tuple[int, str] | None,
+        now: datetime | None = None,
     ) -> list[ItemState]:
         p = self._sql.P
-        sql = self._sql.QUARANTINE
-        params: list[Any] = [tenant_id]
+        sql, params = self._filtered(
+            self._sql.QUARANTINE, [tenant_id], agents, {"agent_id": agent_id, "purpose": purpose}
+        )
+        if now is not None:
+            sql += f" AND expires_at > {p}"
+            params.append(to_micros(now))
+        return self._page(sql, params, after, limit)
+
+    def browse(self, request: BrowseRequest) -> list[ItemState]:
+        p = self._sql.P
+        equal = {
+            "agent_id": request.agent_id,
+            "purpose": request.purpose,
+            "subject_id": request.subject_id,
+            "kind": None if request.kind is None else request.kind.value,
+        }
+        sql, params = self._filtered(
+            f"{self._sql.ITEM_SELECT} WHERE tenant_id = {p}",
+            [request.tenant_id],
+            request.agents,
+            equal,
+        )
+        status, now = request.status, to_micros(request.now)
+        if status is Status.EXPIRED:  # recorded as expired, or live and past its expiry
+            sql += (
+                f" AND (status = 'expired' OR (status IN ('active', 'quarantined') "
+                f"AND expires_at <= {p}))"
+            )
+            params.append(now)
+        elif status in (Status.ACTIVE, Status.QUARANTINED):
+            sql += f" AND status = {p} AND expires_at > {p}"
+            params += [status.value, now]
+        elif status is not None:
+            sql += f" AND status = {p}"
+            params.append(status.value)
+        return self._page(sql, params, request.after, request.limit)
+
+    def _filtered(
+        self,
+        sql: str,
+        params: list[Any],
+        agents: frozenset[str] | None,
+        equal: Mapping[str, str | None],
+    ) -> tuple[str, list[Any]]:
+        """``sql`` narrowed to the credential's agents and to each column given a value."""
         if agents is not None:
             condition, values = self._sql.any_of("agent_id", sorted(agents))
             sql += f" AND {condition}"
             params += values
-        if agent_id is not None:
-            sql += f" AND agent_id = {p}"
-            params.append(agent_id)
-        if purpose is not None:
-            sql += f" AND purpose = {p}"
-            params.append(purpose)
+        for column, value in equal.items():
+            if value is not None:
+                sql += f" AND {column} = {self._sql.P}"
+                params.append(value)
+        return sql, params
+
+    def _page(
+        self, sql: str, params: list[Any], after: tuple[int, str] | None, limit: int
+    ) -> list[ItemState]:
+        """The first ``limit`` rows of ``sql`` in (updated_at, id) order after ``after``."""
+        p = self._sql.P
         if after is not None:
             sql += f" AND (updated_at, id) > ({p}, {p})"
             params += list(after)
@@ -197,11 +277,34 @@ class SQLReads:
         )
         return (SubjectKey(t, s, bytes(k), bytes(w)) for t, s, k, w in rows)
 
+    # -- item keys ------------------------------------------------------------------------
+
+    def item_key(self, tenant_id: str, memory_id: str) -> ItemKey | None:
+        rows = self._db.query(self._sql.GET_ITEM_KEY, (tenant_id, memory_id))
+        if not rows:
+            return None
+        subject, key_id, wrapped = rows[0]
+        return ItemKey(tenant_id, memory_id, subject, bytes(key_id), bytes(wrapped))
+
+    def item_keys_for(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemKey]:
+        wanted = sorted(set(memory_ids))
+        if not wanted:
+            return {}
+        condition, params = self._sql.any_of("memory_id", wanted)
+        rows = self._db.query(f"{self._sql.ITEM_KEYS_OF} AND {condition}", (tenant_id, *params))
+        return {m: ItemKey(tenant_id, m, s, bytes(k), bytes(w)) for m, s, k, w in rows}
+
+    def item_keys(self, limit: int | None = None) -> Iterator[ItemKey]:
+        rows = self._db.query(
+            self._sql.ITEM_KEYS, (self._sql.EVERY_ROW if limit is None else limit,)
+        )
+        return (ItemKey(t, m, s, bytes(k), bytes(w)) for t, m, s, k, w in rows)
+
     # -- the log --------------------------------------------------------------------------
 
-    def idempotency(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
-        rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, key))
-        return idempotency_from_row(tenant_id, key, rows[0]) if rows else None
+    def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
+        rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, credential, key))
+        return idempotency_from_row(tenant_id, credential, key, rows[0]) if rows else None
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         if tenant_id is None:
@@ -266,6 +369,10 @@ class SQLReads:
 
     def revoke_api_key(self, key_id: str, at: datetime) -> bool:
         return bool(self._db.write(self._sql.REVOKE_API_KEY, (to_micros(at), key_id)))
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        micros = to_micros(at)
+        self._db.write(self._sql.TOUCH_API_KEY, (micros, key_id, micros))
 
 
 __all__ = ["Database", "Dialect", "SQLReads"]

@@ -155,6 +155,7 @@ class PostgresBatches:
                     sql.INSERT_IDEMPOTENCY,
                     {
                         "tenant": tenant,
+                        "credential": record.credential,
                         "key": record.key,
                         "fingerprint": record.fingerprint,
                         "result": idempotency_result(record),
@@ -170,8 +171,11 @@ class PostgresBatches:
             for change in batch.changes:
                 _write_item(conn, change)
             cursors.append([conn.execute(sql.INSERT_EVENT, event_params(e)) for e in batch.events])
+            _change_item_keys(conn, batch)
             if batch.destroy_key is not None:
-                conn.execute(sql.DESTROY_KEY, {"tenant": tenant, "subject": batch.destroy_key})
+                subject = {"tenant": tenant, "subject": batch.destroy_key}
+                conn.execute(sql.DESTROY_ITEM_KEYS, subject)
+                conn.execute(sql.DESTROY_KEY, subject)
         conn.execute("COMMIT")
         return cursors
 
@@ -190,10 +194,10 @@ class PostgresBatches:
             if not serves_index(None if row is None else row[0], batch.index_signature):
                 return StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
-            key = batch.idempotency.key
-            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            credential, key = batch.idempotency.credential, batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
             if row is not None:
-                return IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+                return IdempotencyKeyTaken(idempotency_from_row(tenant, credential, key, row))
         required = batch.require_key
         if required is not None:
             rows = conn.execute(
@@ -236,6 +240,20 @@ def _send_subject_key(conn: Connection, key: SubjectKey) -> Cursor:
     conn.execute(sql.INSERT_SUBJECT_KEY, (key.tenant_id, key.subject_id, key.key_id, key.wrapped))
     conn.execute("COMMIT")
     return conn.execute(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
+
+
+def _change_item_keys(conn: Connection, batch: Batch) -> None:
+    """Store the key of the item the batch creates; delete the key it destroys."""
+    key = batch.new_item_key
+    if key is not None:
+        conn.execute(
+            sql.INSERT_ITEM_KEY,
+            (key.tenant_id, key.memory_id, key.subject_id, key.key_id, key.wrapped),
+        )
+    if batch.destroy_item_key is not None:
+        conn.execute(
+            sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
+        )
 
 
 def _write_item(conn: Connection, change: ItemChange) -> None:

@@ -12,7 +12,7 @@ from governed_memory.codec import item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange
+from governed_memory.records import ItemChange, ItemKey
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.batch import event_params
@@ -30,6 +30,15 @@ def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> 
         params = [{"position": s.position} | event_params(s.event) for s in events]
         with conn.cursor() as cursor:
             cursor.executemany(sql.IMPORT_EVENT, params)
+
+
+def import_item_keys(database: PostgresDatabase, keys: Sequence[ItemKey]) -> None:
+    """Store imported item keys in one transaction (a duplicate refuses them all)."""
+    with database.write_transaction() as conn, conn.cursor() as cursor:
+        cursor.executemany(
+            sql.INSERT_ITEM_KEY,
+            [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
 
 
 def rebuild(
@@ -102,4 +111,4 @@ def _scopes(
     }
 
 
-__all__ = ["import_events", "rebuild"]
+__all__ = ["import_events", "import_item_keys", "rebuild"]

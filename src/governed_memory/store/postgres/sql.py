@@ -39,6 +39,19 @@ DUE_FOR_EXPIRY = (
     "ORDER BY expires_at, tenant_id, id LIMIT %s"
 )
 QUARANTINE = ITEM_SELECT + " WHERE tenant_id = %s AND status = 'quarantined'"
+# Items still holding content in a status that has a retention window (the partial index
+# memories_retention); sql_reads adds each (kind, status) cutoff and the cursor.
+DUE_FOR_RETENTION = (
+    ITEM_SELECT + " WHERE content IS NOT NULL AND status IN ('expired', 'rejected', 'superseded')"
+)
+GET_ITEM_KEY = (
+    "SELECT subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = %s AND memory_id = %s"
+)
+ITEM_KEYS_OF = "SELECT memory_id, subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = %s"
+ITEM_KEYS = (
+    "SELECT tenant_id, memory_id, subject_id, key_id, wrapped FROM item_keys "
+    "ORDER BY tenant_id, memory_id LIMIT %s"
+)
 GET_VERSION = "SELECT version FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s"
 GET_KEY_ID = (
     "SELECT key_id FROM subject_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
@@ -52,7 +65,8 @@ SUBJECT_KEYS = (
     "ORDER BY tenant_id, subject_id LIMIT %s"
 )
 GET_IDEMPOTENCY = (
-    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = %s AND key = %s"
+    "SELECT fingerprint, result, position FROM idempotency "
+    "WHERE tenant_id = %s AND credential = %s AND key = %s"
 )
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
 TENANT_EVENTS_AFTER = (
@@ -85,6 +99,10 @@ REPLACE_META = (
 )
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE key_id = %s RETURNING key_id"
+)
+TOUCH_API_KEY = (
+    "UPDATE api_keys SET last_used_at = %s WHERE key_id = %s "
+    "AND (last_used_at IS NULL OR last_used_at < %s) RETURNING key_id"
 )
 
 # Scope statistics, the document frequency of each query term and the index's recorded
@@ -182,8 +200,8 @@ INSERT_EVENT = (
 # The first statement of a batch, as the SQLite store checks the key first; the batch's
 # first event takes the next position, since the write lock is held.
 INSERT_IDEMPOTENCY = (
-    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES "
-    "(%(tenant)s, %(key)s, %(fingerprint)s, %(result)s, "
+    "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
+    "VALUES (%(tenant)s, %(credential)s, %(key)s, %(fingerprint)s, %(result)s, "
     f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
 )
 REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
@@ -256,6 +274,15 @@ DROP_INDEX = (
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
     "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
+)
+INSERT_ITEM_KEY = (
+    "INSERT INTO item_keys (tenant_id, memory_id, subject_id, key_id, wrapped) "
+    "VALUES (%s, %s, %s, %s, %s)"
+)
+DESTROY_ITEM_KEY = "DELETE FROM item_keys WHERE tenant_id = %(tenant)s AND memory_id = %(id)s"
+# Forget: the subject's item keys go with the subject key (they are wrapped by it).
+DESTROY_ITEM_KEYS = (
+    "DELETE FROM item_keys WHERE tenant_id = %(tenant)s AND subject_id = %(subject)s"
 )
 # After a refused forget (batch._explain): an item of the subject the batch left undeleted.
 SUBJECT_LEFT = (

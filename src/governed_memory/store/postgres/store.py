@@ -22,6 +22,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     ItemChange,
+    ItemKey,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -81,6 +82,9 @@ class PostgresStore(SQLReads):
 
     def import_events(self, events: Sequence[StoredEvent]) -> None:
         bulk.import_events(self.database, events)
+
+    def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
+        bulk.import_item_keys(self.database, keys)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         bulk.rebuild(self.database, tenant_id, changes, through)

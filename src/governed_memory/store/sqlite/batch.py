@@ -77,9 +77,12 @@ class SQLiteBatches:
                 raise
         else:
             self.scope_ids.update(new_scopes)
-            if any(p.batch.destroy_key is not None and p.error is None for p in group):
-                # Forget: push the purged pages out of the WAL so nothing lingers there.
-                self._db.checkpoint()
+            if any(p.batch.destroys_keys and p.error is None for p in group):
+                # Forget, erase, retention: push the purged pages out of the WAL so that no
+                # destroyed key lingers there. While a reader pins the WAL (a checkpoint is
+                # due already), one try: a retention sweep destroying many keys must not
+                # stall every writer a while for each of them.
+                self._db.checkpoint(attempts=1 if self._db.checkpoint_due else 50)
             elif self._db.checkpoint_due:
                 self._db.checkpoint(attempts=1)
         finally:
@@ -125,12 +128,14 @@ class SQLiteBatches:
                 sql.INSERT_IDEMPOTENCY,
                 (
                     batch.tenant_id,
+                    record.credential,
                     record.key,
                     record.fingerprint,
                     idempotency_result(record),
                     stored[0].position if stored else None,
                 ),
             )
+        self._change_item_keys(conn, batch)
         if batch.destroy_key is not None:
             self._destroy_key(conn, batch.tenant_id, batch.destroy_key)
         return stored
@@ -145,10 +150,10 @@ class SQLiteBatches:
             if not serves_index(None if row is None else row[0], batch.index_signature):
                 raise StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
-            key = batch.idempotency.key
-            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, key)).fetchone()
+            credential, key = batch.idempotency.credential, batch.idempotency.key
+            row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
             if row is not None:
-                raise IdempotencyKeyTaken(idempotency_from_row(tenant, key, row))
+                raise IdempotencyKeyTaken(idempotency_from_row(tenant, credential, key, row))
         if batch.require_key is not None:
             required = batch.require_key
             row = conn.execute(sql.GET_KEY_ID, (required.tenant_id, required.subject_id)).fetchone()
@@ -156,11 +161,25 @@ class SQLiteBatches:
                 raise SubjectKeyGone(f"a subject key of tenant {tenant!r} was destroyed")
 
     @staticmethod
+    def _change_item_keys(conn: sqlite3.Connection, batch: Batch) -> None:
+        """Store the key of the item the batch creates; delete the key it destroys."""
+        key = batch.new_item_key
+        if key is not None:
+            conn.execute(
+                sql.INSERT_ITEM_KEY,
+                (key.tenant_id, key.memory_id, key.subject_id, key.key_id, key.wrapped),
+            )
+        if batch.destroy_item_key is not None:
+            conn.execute(sql.DESTROY_ITEM_KEY, (batch.tenant_id, batch.destroy_item_key))
+
+    @staticmethod
     def _destroy_key(conn: sqlite3.Connection, tenant: str, subject: str) -> None:
-        """Delete the subject's key, unless an item of the subject is left undeleted."""
+        """Delete the subject's key and its items' keys, unless an item of the subject is
+        left undeleted."""
         if conn.execute(sql.SUBJECT_LEFT, (tenant, subject)).fetchone() is not None:
             raise SubjectChanged(f"a subject of tenant {tenant!r} changed during forget")
         conn.execute(sql.DESTROY_KEY, (tenant, subject))
+        conn.execute(sql.DESTROY_ITEM_KEYS, (tenant, subject))
 
     def _write_item(self, conn: sqlite3.Connection, change: ItemChange) -> int:
         """Insert or update the item's row, guarded by its version; the row's rowid."""

@@ -16,7 +16,7 @@ from governed_memory.codec import event_row, event_values, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange
+from governed_memory.records import ItemChange, ItemKey
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -33,6 +33,15 @@ def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> No
             conn.execute(
                 sql.IMPORT_EVENT, (stored.position, *event_values(event_row(stored.event)))
             )
+
+
+def import_item_keys(database: SQLiteDatabase, keys: Sequence[ItemKey]) -> None:
+    """Store imported item keys in one transaction (a duplicate refuses them all)."""
+    with database.write_transaction() as conn:
+        conn.executemany(
+            sql.INSERT_ITEM_KEY,
+            [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
 
 
 def rebuild(
@@ -121,4 +130,4 @@ class _Rows:
         return rows
 
 
-__all__ = ["import_events", "rebuild"]
+__all__ = ["import_events", "import_item_keys", "rebuild"]

@@ -40,6 +40,19 @@ DUE_FOR_EXPIRY = (
     "ORDER BY expires_at LIMIT ?"
 )
 QUARANTINE = ITEM_SELECT + " WHERE tenant_id = ? AND status = 'quarantined'"
+# Items still holding content in a status that has a retention window (the partial index
+# memories_retention); sql_reads adds each (kind, status) cutoff and the cursor.
+DUE_FOR_RETENTION = (
+    ITEM_SELECT + " WHERE content IS NOT NULL AND status IN ('expired', 'rejected', 'superseded')"
+)
+GET_ITEM_KEY = (
+    "SELECT subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = ? AND memory_id = ?"
+)
+ITEM_KEYS_OF = "SELECT memory_id, subject_id, key_id, wrapped FROM item_keys WHERE tenant_id = ?"
+ITEM_KEYS = (
+    "SELECT tenant_id, memory_id, subject_id, key_id, wrapped FROM item_keys "
+    "ORDER BY tenant_id, memory_id LIMIT ?"
+)
 GET_VERSION = "SELECT version FROM memories WHERE tenant_id = ? AND id = ?"
 GET_KEY_ID = "SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
 GET_SUBJECT_KEY = "SELECT key_id, wrapped FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
@@ -49,7 +62,8 @@ SUBJECT_KEYS = (
     "ORDER BY tenant_id, subject_id LIMIT ?"
 )
 GET_IDEMPOTENCY = (
-    "SELECT fingerprint, result, position FROM idempotency WHERE tenant_id = ? AND key = ?"
+    "SELECT fingerprint, result, position FROM idempotency "
+    "WHERE tenant_id = ? AND credential = ? AND key = ?"
 )
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_EVENTS_AFTER = (
@@ -82,11 +96,21 @@ REPLACE_META = (
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ? RETURNING key_id"
 )
+TOUCH_API_KEY = (
+    "UPDATE api_keys SET last_used_at = ? WHERE key_id = ? "
+    "AND (last_used_at IS NULL OR last_used_at < ?) RETURNING key_id"
+)
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
     "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
 )
 DESTROY_KEY = "DELETE FROM subject_keys WHERE tenant_id = ? AND subject_id = ?"
+INSERT_ITEM_KEY = (
+    "INSERT INTO item_keys (tenant_id, memory_id, subject_id, key_id, wrapped) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+DESTROY_ITEM_KEY = "DELETE FROM item_keys WHERE tenant_id = ? AND memory_id = ?"
+DESTROY_ITEM_KEYS = "DELETE FROM item_keys WHERE tenant_id = ? AND subject_id = ?"
 SUBJECT_LEFT = (
     "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
 )
@@ -99,7 +123,8 @@ IMPORT_EVENT = (
     f"VALUES ({marks(len(EVENT_COLUMNS) + 1)})"
 )
 INSERT_IDEMPOTENCY = (
-    "INSERT INTO idempotency (tenant_id, key, fingerprint, result, position) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
 )
 # A new item is a plain INSERT: the unique (tenant_id, id) refuses it when the id exists.
 # A change is an UPDATE guarded by the version it was decided on; matching no row fails.

@@ -26,6 +26,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     ItemChange,
+    ItemKey,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -96,6 +97,9 @@ class SQLiteStore(SQLReads):
 
     def import_events(self, events: Sequence[StoredEvent]) -> None:
         bulk.import_events(self.database, events)
+
+    def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
+        bulk.import_item_keys(self.database, keys)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         """Replace the tenant's rows in bulk: a few statements, not a few per item."""

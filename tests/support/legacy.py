@@ -1,0 +1,52 @@
+"""Items as the service wrote them before items had keys of their own ("legacy" items).
+
+Such an item's content is sealed directly under its subject's key (blob format 1, not
+padded) and it has no row in ``item_keys``. Stores upgraded from that time hold them; the
+tests make them the way the service then did, through the store, to check that they still
+open and how erase and retention treat them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governed_memory.analysis import Analyzer
+from governed_memory.core import lifecycle
+from governed_memory.core.commands import WriteMemory
+from governed_memory.core.lifecycle import UNSEALED, Context, SealedContent
+from governed_memory.core.model import ItemState, Principal
+from governed_memory.crypto import SUBJECT_BLOB
+from governed_memory.records import Batch
+from governed_memory.service import MemoryService
+from governed_memory.service._support import changes, new_id
+from governed_memory.service.vault import Vault
+
+
+def write_legacy(
+    service: MemoryService, principal: Principal, request: dict[str, Any]
+) -> ItemState:
+    """Create or rewrite an item with its content sealed under its subject's key (format 1)."""
+    command = WriteMemory.parse(request)
+    assert command.memory_id is not None
+    store, keyring, memory_id = service.store, service.keyring, command.memory_id
+    tenant = principal.tenant_id
+    vault = Vault(store, keyring)
+    current = store.get(tenant, memory_id)
+    ctx = Context(
+        now=service.clock.now(), principal=principal, new_id=new_id, policy=service.policy
+    )
+    events = lifecycle.decide_write(ctx, command, memory_id, UNSEALED, current, None)
+    subject = vault.subject_key_or_new(tenant, command.subject_id)
+    key = keyring.subject_sealing_key(subject, memory_id)
+    blob = keyring.seal(key, command.expected_version + 1, command.content.encode("utf-8"))
+    assert blob[0] == SUBJECT_BLOB
+    tokens = service.tokenizer.count(command.content)
+    events = lifecycle.with_content(
+        events, SealedContent(blob, keyring.content_hash(key, command.content), tokens)
+    )
+    index = vault.index_doc(tenant, Analyzer(), command.content)
+    rows = changes(events, {memory_id: current}, {memory_id: lambda item: index})
+    store.commit(Batch(tenant, events, rows, require_key=subject))
+    state = store.get(tenant, memory_id)
+    assert state is not None
+    return state
