@@ -105,7 +105,8 @@ def _cost(cost: dict[str, Any]) -> list[str]:
     """What semantic recall costs a search, by scope size (bench/quality/cost.py)."""
     lines = [
         "",
-        f"What semantic recall costs a search (`--cost`; {cost['queries']} searches of 3 "
+        f"What semantic recall costs a search (`--cost`{_when(cost)}; {cost['queries']} "
+        "searches of 3 "
         "workload words, limit 10, in one scope; the semantic rows with a free 384-dimension "
         "embedder, so they show the store, the decryption of every vector of the scope and "
         "the scoring, not the model):",
@@ -127,6 +128,11 @@ def _cost(cost: dict[str, Any]) -> list[str]:
             f"{embedding['p50']:.1f} ms, p95 {embedding['p95']:.1f} ms per search.",
         ]
     return lines
+
+
+def _when(cost: dict[str, Any]) -> str:
+    """When the cost was measured, if not with the rest of the run."""
+    return f", measured on {cost['date']}" if "date" in cost else ""
 
 
 def write_json(path: Path, result: dict[str, Any]) -> None:
