@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint format bench bench-full bench-smoke bench-quality crash-test clean
+.PHONY: install install-semantic run test lint format bench bench-full bench-smoke bench-quality crash-test clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
@@ -14,6 +14,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# The semantic extra (docs/operations.md). torch goes first, pinned to the CPU build that
+# pip finds on this machine: asked for by the extra alone, pip would take a CUDA build.
+SEMANTIC_STAMP := $(VENV)/.semantic-stamp
+$(SEMANTIC_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev,semantic]'
+	@touch $(SEMANTIC_STAMP)
+
+install-semantic: $(SEMANTIC_STAMP)
 
 run: install
 	$(BIN)/gmem serve --data-dir ./gmem-data
@@ -40,11 +50,14 @@ bench-smoke: install
 	$(BIN)/python -m bench --preset smoke --no-docs
 
 # Retrieval quality on LoCoMo (SPEC §12): recall@k of the product and of two BM25 baselines
-# in the same run. LOCOMO names the data folder; SEMANTIC=1 adds the hybrid prototype
-# (needs the semantic extra installed in the venv).
+# in the same run, written into docs/benchmarks.md. LOCOMO names the data folder. SEMANTIC
+# (auto, on or off) adds semantic recall, the product's and the prototype's: auto where the
+# extra is installed (make install-semantic). COST=1 adds what semantic recall costs a
+# search at 1k and 10k items.
 LOCOMO ?= ../shared/data/locomo-dev
+SEMANTIC ?= auto
 bench-quality: install
-	$(BIN)/python -m bench.quality $(LOCOMO) $(if $(SEMANTIC),--semantic)
+	$(BIN)/python -m bench.quality $(LOCOMO) --docs --semantic $(SEMANTIC) $(if $(COST),--cost)
 
 # kill -9 of the real `gmem serve` under load, CYCLES times (docs/reliability.md).
 CYCLES ?= 5

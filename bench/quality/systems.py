@@ -15,6 +15,8 @@ from typing import Any
 from bench.quality.lexical import ScopeIndex
 from bench.quality.locomo import Conversation
 from governed_memory.analysis import Analyzer
+from governed_memory.core.retrieval import K1, B
+from governed_memory.ports import Embedder
 
 #: conversation name → one ranking (turn ids, best first) per question
 Rankings = dict[str, list[list[str]]]
@@ -22,10 +24,10 @@ Run = Callable[[Sequence[Conversation], int], Rankings]
 
 BASELINE_K1 = 1.2
 BASELINE_B = 0.75
-#: The recommended defaults (research: /work/notes/retrieval-research.md): b 0.3, since a
-#: longer memory is seldom a wordier one — it usually says more.
-PROTOTYPE_K1 = 1.2
-PROTOTYPE_B = 0.3
+#: The prototype ranks with the product's own parameters (core.retrieval: b 0.3, since a
+#: longer memory is seldom a wordier one; research: /work/notes/retrieval-research.md).
+PROTOTYPE_K1 = K1
+PROTOTYPE_B = B
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,12 @@ def prototype_rankings(
     return result
 
 
-def product_rankings(conversations: Sequence[Conversation], depth: int) -> Rankings:
+def product_rankings(
+    conversations: Sequence[Conversation], depth: int, *, embedder: Embedder | None = None
+) -> Rankings:
     """The product through its library API: a throwaway SQLite store, every turn written
-    as a trusted memory, every question a search of its conversation's scope.
+    as a trusted memory, every question a search of its conversation's scope; with an
+    ``embedder``, semantic recall on (the product's own fusion, vectors sealed and stored).
 
     One agent per conversation makes each conversation its own scope (tenant, agent,
     purpose), so BM25's statistics are the conversation's; the subject is the conversation.
@@ -104,7 +109,7 @@ def product_rankings(conversations: Sequence[Conversation], depth: int) -> Ranki
 
     folder = tempfile.mkdtemp(prefix="gmem-quality-")
     # Loading speed is no figure here: no fsync per write.
-    service = governed_memory.open_service(data_dir=folder, synchronous="OFF")
+    service = governed_memory.open_service(data_dir=folder, synchronous="OFF", embedder=embedder)
     principal = Principal(
         "locomo", "bench-quality", frozenset({Scope.MEMORY_WRITE, Scope.MEMORY_READ}), Trust.TRUSTED
     )
@@ -124,6 +129,13 @@ def product_rankings(conversations: Sequence[Conversation], depth: int) -> Ranki
     finally:
         service.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def semantic_product_rankings(conversations: Sequence[Conversation], depth: int) -> Rankings:
+    """The product with semantic recall on, embedding with the extra's own model."""
+    from governed_memory.semantic import MiniLM
+
+    return product_rankings(conversations, depth, embedder=MiniLM())
 
 
 def _scope(conversation: Conversation) -> dict[str, Any]:

@@ -18,9 +18,11 @@ once with its reason (:mod:`governed_memory.store.postgres.database`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
     MASTER_KEY_FILE,
@@ -36,8 +38,9 @@ from governed_memory.locations import (
     postgres_location,
     sqlite_file,
 )
-from governed_memory.ports import Clock, Store
+from governed_memory.ports import Clock, Embedder, Store
 from governed_memory.service import MemoryService
+from governed_memory.service.indexing import SearchSettings, check_index
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
 
 if TYPE_CHECKING:  # settings are read, never built, here: no pydantic for library callers
@@ -142,16 +145,24 @@ def open_service(
     policy: TtlPolicy | None = None,
     clock: Clock | None = None,
     retention: RetentionPolicy | None = None,
+    search_language: str = "english",
+    search_languages: Mapping[str, str] | None = None,
+    embedder: Embedder | None = None,
     **options: Any,
 ) -> MemoryService:
     """A ready service: store opened and migrated, keyring loaded; ``close()`` it after.
 
     With PostgreSQL the master key must be given: instances sharing a database must wrap
     subject keys with the same key, and a key file per instance would split them.
+    ``search_language`` is the analyzer's language for every tenant but those of
+    ``search_languages`` (tenant → language); ``embedder`` turns semantic recall on
+    (:class:`governed_memory.semantic.MiniLM` is the one the extra ships). The store's
+    search index must have been built with these settings (an empty store records them).
     """
+    search = search_settings(search_language, search_languages or {}, embedder)
     policies = (policy, retention)
     service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policies, clock, options=options
+        data_dir, database_url, master_key, synchronous, policies, clock, search, options=options
     )
     return service
 
@@ -167,16 +178,30 @@ def store_from(settings: Settings, *, read_only: bool = False) -> Store:
     )
 
 
-def service_from(settings: Settings, *, read_only: bool = False) -> MemoryService:
+def service_from(
+    settings: Settings, *, read_only: bool = False, reindexing: bool = False
+) -> MemoryService:
     """The service the settings describe (``gmem replay``, ``expire``, ``export``…);
-    ``read_only`` for the commands that only read (see :func:`open_store`)."""
-    service, _ = open_from(settings, read_only=read_only)
+    ``read_only`` for the commands that only read (see :func:`open_store`); ``reindexing``
+    for ``gmem reindex`` only, which rebuilds a search index built with other settings, so
+    the store's index is not checked against these."""
+    service, _ = open_from(settings, read_only=read_only, reindexing=reindexing, warm=False)
     return service
 
 
-def open_from(settings: Settings, *, read_only: bool = False) -> tuple[MemoryService, Store]:
+def open_from(
+    settings: Settings, *, read_only: bool = False, reindexing: bool = False, warm: bool = True
+) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
-    (``gmem serve``); closing the service closes the store."""
+    (``gmem serve``); closing the service closes the store.
+
+    With semantic recall on, the model is loaded now (``warm``: a server must not make its
+    first request wait seconds for it, and a model that cannot load must stop start-up);
+    the commands that may not need it leave it to load on first use.
+    """
+    search = search_settings(
+        settings.search_language, settings.tenant_languages(), _embedder(settings, warm)
+    )
     return _open(
         settings.data_dir,
         settings.database_url,
@@ -184,8 +209,32 @@ def open_from(settings: Settings, *, read_only: bool = False) -> tuple[MemorySer
         settings.sqlite_synchronous,
         (settings.ttl_policy(), settings.retention_policy()),
         None,
+        search,
         options=settings.store_options() | {"read_only": read_only},
+        reindexing=reindexing,
     )
+
+
+def search_settings(
+    language: str, tenants: Mapping[str, str], embedder: Embedder | None
+) -> SearchSettings:
+    """The analyzers (and the embedder) the search index is built with."""
+    return SearchSettings(
+        Analyzer(language), {tenant: Analyzer(lang) for tenant, lang in tenants.items()}, embedder
+    )
+
+
+def _embedder(settings: Settings, warm: bool) -> Embedder | None:
+    """The embedder of semantic recall when it is on (the extra's model), else ``None``."""
+    if settings.semantic == "off":
+        return None
+    # Imported here: only a service with semantic recall on needs the extra at all.
+    from governed_memory.semantic import MiniLM
+
+    embedder = MiniLM()
+    if warm:
+        embedder.load()
+    return embedder
 
 
 def _open(
@@ -195,8 +244,10 @@ def _open(
     synchronous: Synchronous,
     policies: Policies,
     clock: Clock | None,
+    search: SearchSettings,
     *,
     options: dict[str, Any],
+    reindexing: bool = False,
 ) -> tuple[MemoryService, Store]:
     if is_postgres(database_url) and not master_key:
         raise ValidationError(
@@ -207,7 +258,11 @@ def _open(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
     keys = key_directory(data_dir, database_url)
-    return _service_over(store, keys, master_key, policies, clock), store
+    # A reindex rebuilds an index of other settings; a read-only command never searches or
+    # indexes (and could not record settings on an empty store).
+    checked = not reindexing and not options.get("read_only", False)
+    service = _service_over(store, keys, master_key, policies, clock, search, checked)
+    return service, store
 
 
 def _service_over(
@@ -216,15 +271,23 @@ def _service_over(
     master_key: str | None,
     policies: Policies,
     clock: Clock | None,
+    search: SearchSettings,
+    checked: bool,
 ) -> MemoryService:
-    """The service over ``store`` with the matching keyring; the store is closed on failure."""
+    """The service over ``store`` with the matching keyring and, when ``checked``, a search
+    index built with ``search`` (recorded now on an empty store); the store is closed on
+    failure."""
     try:
         keyring = _matching_keyring(store, key_dir, master_key)
+        if checked:
+            check_index(store, search, empty=store.head() == 0)
     except BaseException:
         store.close()
         raise
     policy, retention = policies
-    return MemoryService(store, keyring, policy=policy, retention=retention, clock=clock)
+    return MemoryService(
+        store, keyring, policy=policy, retention=retention, clock=clock, search=search
+    )
 
 
 def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Keyring:
@@ -260,6 +323,7 @@ __all__ = [
     "open_keyring",
     "open_service",
     "open_store",
+    "search_settings",
     "service_from",
     "store_from",
     "store_location",

@@ -25,6 +25,8 @@ from dotenv.parser import parse_stream
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from governed_memory.analysis import LANGUAGES
+from governed_memory.core import values
 from governed_memory.core.model import RETAINED_STATUSES
 from governed_memory.core.policy import DEFAULT_RETENTION, DEFAULT_TTLS, RetentionPolicy, TtlPolicy
 from governed_memory.core.values import Kind, Status
@@ -89,6 +91,11 @@ class Settings(BaseSettings):
     database_pool_max: int = Field(10, ge=1, le=1000)
     metrics_enabled: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Search (SPEC §6.2): the analyzer's language for every tenant, other languages for
+    # some tenants ("acme:german,globex:french"), and semantic recall (the extra).
+    search_language: str = "english"
+    search_languages: str | None = None
+    semantic: Literal["off", "on"] = "off"
 
     ttl_fact_default_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][0], ge=1, le=MAX_TTL_SECONDS)
     ttl_fact_max_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][1], ge=1, le=MAX_TTL_SECONDS)
@@ -160,6 +167,12 @@ class Settings(BaseSettings):
     def store_options(self) -> dict[str, Any]:
         """Backend options: the connection pool size applies to PostgreSQL only."""
         return {"max_size": self.database_pool_max} if is_postgres(self.database_url) else {}
+
+    def tenant_languages(self) -> dict[str, str]:
+        """The analyzer language of each tenant named in ``search_languages``."""
+        entries = self.search_languages.split(",") if self.search_languages else []
+        pairs = (entry.partition(":") for entry in entries)
+        return {tenant.strip(): language.strip() for tenant, _, language in pairs}
 
     def master_key_value(self) -> str | None:
         """The base64 master key, if one is configured."""
@@ -265,6 +278,30 @@ def _check(settings: Settings) -> None:
             backend_of(settings.database_url)
         except ValidationError as error:
             raise ConfigError(f"{variable('database_url')}: {error.errors[0].message}") from None
+    _check_languages(settings)
+
+
+def _check_languages(settings: Settings) -> None:
+    """Every language a Snowball stemmer of PyStemmer; every tenant a valid tenant id."""
+    known = ", ".join(sorted(LANGUAGES))
+    if settings.search_language not in LANGUAGES:
+        raise ConfigError(f"{variable('search_language')}: must be one of {known}")
+    name = variable("search_languages")
+    seen: set[str] = set()
+    entries = settings.search_languages.split(",") if settings.search_languages else []
+    for entry in entries:
+        tenant, colon, language = (part.strip() for part in entry.partition(":"))
+        if not colon:
+            raise ConfigError(f"{name}: must be tenant:language pairs, comma-separated")
+        try:
+            values.tenant_id(tenant)
+        except ValidationError:
+            raise ConfigError(f"{name}: a tenant id is not valid") from None
+        if language not in LANGUAGES:
+            raise ConfigError(f"{name}: each language must be one of {known}")
+        if tenant in seen:
+            raise ConfigError(f"{name}: a tenant is named twice")
+        seen.add(tenant)
 
 
 __all__ = ["ConfigError", "Settings", "known_variables", "load_settings", "variable"]

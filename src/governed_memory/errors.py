@@ -19,7 +19,8 @@ same slugs. Messages carry ids, versions and field names, never memory content.
     │   └── IdempotencyKeyReused   the same key with a different request
     ├── RateLimited                (429) carries retry_after seconds
     ├── PayloadTooLarge            (413)
-    ├── StoreUnavailable           (503) the store cannot be reached
+    ├── StoreUnavailable           (503) the store cannot be reached (or, for this instance,
+    │                              its search index was rebuilt with other settings)
     ├── MalformedRequest           (400) edge only: the request could not be parsed
     ├── MethodNotAllowed           (405) edge only: the route exists, not with this method
     ├── UnsupportedMediaType       (415) edge only: a body that is not UTF-8 application/json
@@ -179,6 +180,16 @@ class StoreUnavailable(GovernedMemoryError):
 
     title = "Service unavailable"
     slug: ClassVar[str] = "unavailable"
+
+    @classmethod
+    def index_rebuilt(cls) -> StoreUnavailable:
+        """The store's search index was rebuilt (``gmem reindex``) with other settings than
+        this instance's since it started: its terms would miss or mix, so it serves no
+        search and indexes nothing until restarted with those settings."""
+        return cls(
+            "the search index was rebuilt with other settings since this instance started: "
+            "restart it with the settings `gmem reindex` used"
+        )
 
 
 class MalformedRequest(GovernedMemoryError):

@@ -27,6 +27,7 @@ from governed_memory.records import (
     ItemChange,
     ItemKey,
     RetentionCursor,
+    SealedVector,
     SearchMatches,
     SearchRequest,
     SubjectKey,
@@ -103,7 +104,17 @@ class Items(Protocol):
         """The items the request's filters admit, at most ``limit`` (see BrowseRequest)."""
         ...
 
-    def search(self, request: SearchRequest) -> SearchMatches: ...
+    def search(self, request: SearchRequest) -> SearchMatches:
+        """The matches of ``request`` in its scope, under every hard filter; raise
+        ``StoreUnavailable.index_rebuilt()`` unless the recorded index serves its
+        ``index_signature`` (:func:`~governed_memory.records.serves_index`)."""
+        ...
+
+    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
+        """The sealed vectors of every item of the scope that passes the hard filters of
+        ``request`` (its terms and ``want`` aside), filtered in the storage query. Read in
+        the snapshot of a :meth:`search`, which has checked the index's signature."""
+        ...
 
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]: ...
 
@@ -207,6 +218,21 @@ class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, StoreMeta, Protocol
     def close(self) -> None: ...
 
 
+class Embedder(Protocol):
+    """Text to vectors, for semantic recall (SPEC §6.2): a local model with a name (it is
+    part of the search index's signature) and a fixed number of dimensions."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector of ``dimensions`` numbers per text, in order."""
+        ...
+
+
 class Clock(Protocol):
     """Where the service learns the time (the core never reads a clock)."""
 
@@ -223,6 +249,7 @@ class SystemClock:
 __all__ = [
     "ApiKeys",
     "Clock",
+    "Embedder",
     "EventLog",
     "ItemKeys",
     "Items",

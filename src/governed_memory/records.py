@@ -97,6 +97,21 @@ class ApiKey:
         )
 
 
+#: The store-meta name under which the search index's signature is recorded: how its
+#: terms (and vectors) were made (``service.indexing.SearchSettings.signature``).
+SEARCH_INDEX = "search_index"
+#: What is recorded, before the signature, while ``gmem reindex`` rebuilds the index.
+REBUILDING = "rebuilding:"
+
+
+def serves_index(recorded: str | None, signature: str | None) -> bool:
+    """Whether a request made for the index of ``signature`` may read or write a store
+    that records ``recorded``: the same index, or one being rebuilt for it. A store that
+    records none predates the record (the composition root refuses such a store at start),
+    and a request without a signature makes no terms."""
+    return recorded is None or signature is None or recorded in (signature, REBUILDING + signature)
+
+
 def credential_of(key_id: str) -> str:
     """``key:<key id>``: an API key's name as a credential, and the principal of keys made
     before principals existed (what their events name as actor)."""
@@ -105,10 +120,26 @@ def credential_of(key_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IndexDoc:
-    """The search postings of one searchable item: hashed term → frequency, and length."""
+    """The search postings of one searchable item: hashed term → frequency, and length;
+    with semantic recall on, also its vector, sealed like its content."""
 
     terms: Mapping[int, int]
     length: int
+    vector: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SealedVector:
+    """An eligible item's sealed vector, with what ranking needs to know about the item."""
+
+    tenant_id: str
+    memory_id: str
+    subject_id: str
+    version: int  # the content version the vector embeds (it is sealed for it)
+    blob: bytes
+    confidence: float
+    updated_at: datetime
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +181,9 @@ class Batch:
     # A subject whose key is destroyed, and with it every item key it wraps; the store
     # refuses the batch (SubjectChanged) if any item of that subject would be left undeleted.
     destroy_key: str | None = None
+    # The signature of the index the batch's postings were made for: the store refuses the
+    # batch (StoreUnavailable.index_rebuilt) unless the recorded one serves it (serves_index).
+    index_signature: str | None = None
     # The key of an item the batch creates, stored with it.
     new_item_key: ItemKey | None = None
     # An item whose own key is destroyed (erase, retention): its content is gone for good.
@@ -200,6 +234,9 @@ class SearchRequest:
     # How many of the best-ranked items the caller needs; None means every match. A store
     # may then return fewer candidates, provided they surely include the top ``want``.
     want: int | None = None
+    # The signature of the index the terms were made for: the store raises
+    # StoreUnavailable.index_rebuilt unless the recorded one serves it (serves_index).
+    index_signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +253,8 @@ class SearchMatches:
 
 
 __all__ = [
+    "REBUILDING",
+    "SEARCH_INDEX",
     "ApiKey",
     "Batch",
     "BrowseRequest",
@@ -224,8 +263,10 @@ __all__ = [
     "ItemChange",
     "ItemKey",
     "RetentionCursor",
+    "SealedVector",
     "SearchMatches",
     "SearchRequest",
     "SubjectKey",
     "credential_of",
+    "serves_index",
 ]

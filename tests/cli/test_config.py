@@ -99,6 +99,12 @@ def test_a_settings_file_is_read_under_the_environment(
         ("GMEM_RETENTION_SKILL_EXPIRED_SECONDS", str(101 * 365 * DAY)),
         ("GMEM_MASTER_KEY", "bm90LWEta2V5"),
         ("GMEM_DATABASE_URL", "mysql://db/gmem"),
+        ("GMEM_SEARCH_LANGUAGE", "klingon"),
+        ("GMEM_SEARCH_LANGUAGES", "acme=german"),
+        ("GMEM_SEARCH_LANGUAGES", "acme:klingon"),
+        ("GMEM_SEARCH_LANGUAGES", "Not A Tenant:german"),
+        ("GMEM_SEARCH_LANGUAGES", "acme:german,acme:french"),
+        ("GMEM_SEMANTIC", "maybe"),
     ],
 )
 def test_an_invalid_setting_is_one_line_naming_it(

@@ -16,6 +16,7 @@ import json
 import secrets
 import sqlite3
 import uuid
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +28,21 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import MemoryRejected, MemoryWritten
+from governed_memory.core.values import Scope
 from governed_memory.crypto import (
     Keyring,
     load_or_create_key_file,
 )
 from governed_memory.errors import CryptoError, IdempotencyKeyReused
 from governed_memory.ports import Store
+from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
+from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import postgres_dsn
+from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
+from tests.support.embedder import FakeEmbedder
 from tests.support.fakes import FakeClock, principal, write_body
 
 CANARY = "erasecanary" + secrets.token_hex(8)
@@ -358,3 +363,100 @@ def test_tampered_content_over_http_is_a_500_problem_without_plaintext(
         assert response.json()["detail"] == "an unexpected error occurred"
         assert "Alpha" not in response.text
         assert "Beta" not in response.text
+
+
+# -- vectors (semantic recall) ------------------------------------------------------------
+
+
+@dataclass
+class Vectors:
+    """A semantic service over a real database, with raw access to its vector rows."""
+
+    service: MemoryService
+    rows: Callable[[], int]
+    files: Callable[[], list[Path]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Vectors]:
+    """Semantic recall on (the fake embedder) over SQLite in a temp dir, or PostgreSQL."""
+    from governed_memory.store.postgres import PostgresStore
+
+    stores = make_store(request.param, tmp_path)
+    store = next(stores)
+    if isinstance(store, SQLiteStore):
+        path = store.path
+
+        def rows() -> int:
+            with sqlite3.connect(path) as conn:
+                return int(conn.execute("SELECT count(*) FROM search_vectors").fetchone()[0])
+
+        def files() -> list[Path]:
+            return [p for p in tmp_path.iterdir() if p.is_file()]
+
+    else:
+        assert isinstance(store, PostgresStore) and store.schema is not None
+        dsn, table = postgres_dsn(), sql.Identifier(store.schema, "search_vectors")
+
+        def rows() -> int:
+            with psycopg.connect(dsn) as conn:
+                found = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+                assert found is not None
+                return int(found[0])
+
+        def files() -> list[Path]:
+            return []  # the server's files are not ours to read
+
+    search = SearchSettings(embedder=FakeEmbedder())
+    service = MemoryService(
+        store, Keyring(secrets.token_bytes(32)), clock=FakeClock(), search=search
+    )
+    try:
+        yield Vectors(service, rows, files)
+    finally:
+        next(stores, None)
+
+
+def test_forgotten_and_erased_vectors_are_gone_and_unreadable(vectors: Vectors) -> None:
+    """A vector is content: never stored in the clear; after a forget and a single-item
+    erase, those items' vector rows are gone (SQLite: not a byte of them left in any file)
+    and no key left opens the sealed vectors read before; the bystander's vector stays and
+    still finds its item."""
+    service, embedder = vectors.service, FakeEmbedder()
+    canary = f"The car of {CANARY} is red."
+    service.write(WRITER, body("m1", "victim", canary))
+    service.write(WRITER, body("e1", "bystander", f"The erased car of {CANARY}."))
+    service.write(WRITER, body("k1", "bystander", f"The phone of {KEEP} rings."))
+    plain = array("f", unit(embedder.embed([canary])[0], embedder)).tobytes()
+    request = SearchRequest("acme", "support-bot", "support", [], service.clock.now())
+    sealed = {v.memory_id: v for v in service.store.scope_vectors(request)}
+    assert set(sealed) == {"m1", "e1", "k1"} and vectors.rows() == 3
+    files = vectors.files()
+    if files:  # SQLite: the search below would see a sealed vector if it were left
+        assert any(sealed["m1"].blob in path.read_bytes() for path in files)
+    service.forget_subject(WRITER, "victim")
+    service.erase(principal(name="dpo", scopes={Scope.SUBJECT_FORGET}), "e1")
+    assert {v.memory_id for v in service.store.scope_vectors(request)} == {"k1"}
+    assert vectors.rows() == 1
+    for path in vectors.files():
+        raw = path.read_bytes()
+        for form in (plain, sealed["m1"].blob, sealed["e1"].blob):
+            assert form not in raw, path.name
+    store, keyring = service.store, service.keyring
+    subjects = {key.subject_id: key for key in store.subject_keys()}
+    keys = [keyring.subject_sealing_key(key, "") for key in subjects.values()] + [
+        keyring.item_sealing_key(subjects[key.subject_id], key) for key in store.item_keys()
+    ]
+    for gone in ("m1", "e1"):
+        for key in keys:
+            with pytest.raises(CryptoError):
+                keyring.open(
+                    dataclasses.replace(key, memory_id=gone),
+                    sealed[gone].version,
+                    sealed[gone].blob,
+                    "vector",
+                )
+    hits = service.search(
+        WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "telephone"}
+    )
+    assert [hit.item.id for hit in hits.items] == ["k1"]

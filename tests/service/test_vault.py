@@ -8,6 +8,7 @@ import secrets
 
 import pytest
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.model import ItemState
 from governed_memory.crypto import Keyring
 from governed_memory.errors import CryptoError
@@ -112,10 +113,10 @@ def test_each_item_is_sealed_under_a_key_of_its_own(
 
 def test_the_postings_of_a_text_count_each_term(vault: Vault) -> None:
     """Repeated words add up under one keyed term id; the length counts every word."""
-    doc = vault.index_doc("acme", "Email, email and EMAIL.")
+    doc = vault.index_doc("acme", Analyzer(), "Email, email and EMAILs.")
     assert doc.length == 4
     assert sorted(doc.terms.values()) == [1, 3]
-    assert vault.index_doc("globex", "email").terms.keys().isdisjoint(doc.terms.keys())
+    assert vault.index_doc("globex", Analyzer(), "email").terms.keys().isdisjoint(doc.terms)
 
 
 def test_a_search_reads_the_keys_of_all_its_hits_at_once(

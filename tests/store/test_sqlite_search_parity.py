@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory.core.retrieval import CONFIDENCE_WEIGHT
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
@@ -27,8 +28,15 @@ def zipf_sentence(rnd: random.Random) -> str:
 #: Where the 600 items go: one large scope (the threshold algorithm reads its lists best
 #: first), 30 scopes of about 20 items (each read whole and ranked on its postings), or
 #: the same 30 scopes where items are written in bursts at one instant with a handful of
-#: confidences, so that many scores tie exactly.
-LAYOUTS = {"one scope": (1, False), "small scopes": (30, False), "ties": (30, True)}
+#: confidences, so that many scores tie exactly; or one large scope of six contents, where
+#: relevance ties in large groups and only confidence and recency (at most 0.15 together)
+#: order each group, so the threshold algorithm's bounds are decided by the static parts.
+LAYOUTS = {
+    "one scope": (1, False),
+    "small scopes": (30, False),
+    "ties": (30, True),
+    "one scope, ties": (1, True),
+}
 
 
 @pytest.fixture(scope="module", params=sorted(LAYOUTS))
@@ -188,7 +196,51 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
     assert rewritten  # the write did land in the middle of the search
     (hit,) = found.items
     assert (hit.item.id, hit.item.version, hit.item.confidence) == ("a", 1, 0.9)
-    assert hit.score_parts["confidence"] == 0.9  # ranked on the state it returns
+    assert hit.score_parts["confidence"] == CONFIDENCE_WEIGHT * 0.9  # ranked on the state read
     store.database.query = read  # type: ignore[method-assign]
     (after,) = service.search(WRITER, query("shared", limit=1)).items
     assert after.item.id == "b"  # the next search sees the rewrite
+
+
+def test_an_item_lifted_by_its_static_parts_is_not_pruned(tmp_path: Path) -> None:
+    """In a large scope, the best item holds only the common query term and wins by its
+    confidence and recency (0.15 together) over an older item holding the rare term: the
+    rare term's part alone beats what the common term can add, so only the static parts'
+    bound makes the threshold algorithm read the common term's list and find the winner,
+    on SQLite as in the exhaustive reference. (The sizes put the rare term's part between
+    the common term's bound and that bound plus 0.15.)"""
+    keyring, clock = Keyring(secrets.token_bytes(32)), FakeClock()
+    reference = MemoryService(MemoryStore(), keyring, clock=clock)
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    pruned = MemoryService(store, keyring, clock=clock)
+
+    def write(memory_id: str, content: str, confidence: float) -> None:
+        body = {
+            "id": memory_id,
+            "agent_id": "support-bot",
+            "subject_id": "s1",
+            "purpose": "support",
+            "kind": "fact",
+            "content": content,
+            "provenance": {"source": "test", "ref": memory_id},
+            "trust": "trusted",
+            "confidence": confidence,
+            "expected_version": 0,
+            "ttl_seconds": 730 * 86_400,
+        }
+        reference.write(WRITER, body)
+        pruned.write(WRITER, body)
+
+    for n in range(50):
+        write(f"other{n:03d}", "cword", 0.0)
+    for n in range(180):
+        write(f"common{n:03d}", "bword", 0.0)
+    write("rare", "aword" + " z" * 73, 0.0)
+    clock.advance(days=700)
+    write("lifted", " ".join(["bword"] * 50), 1.0)
+    search = query("aword bword", limit=1)
+    found = reference.search(WRITER, search | {"limit": 2}).items
+    assert [hit.item.id for hit in found] == ["lifted", "rare"]
+    assert found[0].score_parts["lexical"] < found[1].score_parts["lexical"]
+    assert outcome(pruned, search) == outcome(reference, search)
+    store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core import lifecycle
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.lifecycle import UNSEALED, Context, SealedContent
@@ -43,9 +44,8 @@ def write_legacy(
     events = lifecycle.with_content(
         events, SealedContent(blob, keyring.content_hash(key, command.content), tokens)
     )
-    rows = changes(
-        events, {memory_id: current}, {memory_id: vault.index_doc(tenant, command.content)}
-    )
+    index = vault.index_doc(tenant, Analyzer(), command.content)
+    rows = changes(events, {memory_id: current}, {memory_id: lambda item: index})
     store.commit(Batch(tenant, events, rows, require_key=subject))
     state = store.get(tenant, memory_id)
     assert state is not None

@@ -26,6 +26,7 @@ from governed_memory.cli.options import (
     opened_store,
     settings,
 )
+from governed_memory.cli.progress import rebuild_progress
 
 
 # Not a GovernedMemoryError: it is no error of the library, only the line a command prints
@@ -88,7 +89,9 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem replay``: rebuild the projection, or with ``--verify`` compare it."""
     with opened_service(args, read_only=args.verify) as service:
         if not args.verify:
-            print(f"rebuilt {service.maintenance.rebuild()} item(s) from the log", file=out)
+            with rebuild_progress(out) as on_progress:
+                count = service.maintenance.rebuild(on_progress)
+            print(f"rebuilt {count} item(s) from the log", file=out)
             return 0
         report = service.verify_replay()
     for difference in report.differences:
@@ -96,6 +99,16 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
     if not report.ok:
         raise CommandError(f"replay found {len(report.differences)} difference(s)")
     print(f"replay clean: {report.events} event(s), {report.items} item(s)", file=out)
+    return 0
+
+
+def reindex(args: argparse.Namespace, out: TextIO) -> int:
+    """``gmem reindex``: rebuild the search index from the log with these search settings."""
+    with opened_service(args, reindexing=True) as service:
+        with rebuild_progress(out) as on_progress:
+            count = service.maintenance.reindex(on_progress)
+        signature = service.search_signature
+    print(f"reindexed {count} item(s); the search index is now {signature}", file=out)
     return 0
 
 
@@ -167,6 +180,7 @@ __all__ = [
     "export",
     "import_",
     "migrate",
+    "reindex",
     "replay",
     "serve",
 ]

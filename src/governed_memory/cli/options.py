@@ -30,8 +30,18 @@ SERVER_FIELDS = (
 )
 TTL_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("ttl_"))
 RETENTION_FIELDS = tuple(name for name in Settings.model_fields if name.startswith("retention_"))
-SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + RETENTION_FIELDS
-SERVE_FIELDS = (*STORE_FIELDS, *SERVER_FIELDS, *TTL_FIELDS, *RETENTION_FIELDS, "metrics_enabled")
+SEARCH_FIELDS = ("search_language", "search_languages", "semantic")
+SERVICE_FIELDS = STORE_FIELDS + TTL_FIELDS + RETENTION_FIELDS + SEARCH_FIELDS
+#: Commands that (re)build the search index: the store and how the index is built.
+INDEX_FIELDS = STORE_FIELDS + SEARCH_FIELDS
+SERVE_FIELDS = (
+    *STORE_FIELDS,
+    *SERVER_FIELDS,
+    *TTL_FIELDS,
+    *RETENTION_FIELDS,
+    *SEARCH_FIELDS,
+    "metrics_enabled",
+)
 
 METAVARS = {
     "data_dir": "DIR",
@@ -44,6 +54,9 @@ METAVARS = {
     "max_connections": "N",
     "max_body_bytes": "BYTES",
     "log_level": "LEVEL",
+    "search_language": "LANGUAGE",
+    "search_languages": "TENANT:LANGUAGE,...",
+    "semantic": "off|on",
 }
 
 
@@ -85,13 +98,19 @@ def opened_store(args: argparse.Namespace, *, read_only: bool = False) -> closin
     return closing(bootstrap.store_from(settings(args, STORE_FIELDS), read_only=read_only))
 
 
-def opened_service(args: argparse.Namespace, *, read_only: bool = False) -> closing[MemoryService]:
-    """The service the command's settings describe, to use in a ``with`` block."""
-    return closing(bootstrap.service_from(settings(args, SERVICE_FIELDS), read_only=read_only))
+def opened_service(
+    args: argparse.Namespace, *, read_only: bool = False, reindexing: bool = False
+) -> closing[MemoryService]:
+    """The service the command's settings describe, to use in a ``with`` block
+    (``read_only``, ``reindexing``: see :func:`governed_memory.bootstrap.service_from`)."""
+    chosen = settings(args, SERVICE_FIELDS)
+    return closing(bootstrap.service_from(chosen, read_only=read_only, reindexing=reindexing))
 
 
 __all__ = [
+    "INDEX_FIELDS",
     "RETENTION_FIELDS",
+    "SEARCH_FIELDS",
     "SERVE_FIELDS",
     "SERVICE_FIELDS",
     "STORE_FIELDS",

@@ -10,6 +10,7 @@ from typing import Any, NoReturn, TextIO
 from governed_memory._version import __version__
 from governed_memory.cli import commands, keys
 from governed_memory.cli.options import (
+    INDEX_FIELDS,
     RETENTION_FIELDS,
     SERVE_FIELDS,
     SERVICE_FIELDS,
@@ -134,6 +135,7 @@ COMMANDS = (
         "Rebuild the live projection (items and search index) from the log, in place; with "
         "--verify, only rebuild it in memory and compare it with the live one item by item "
         "(read-only).",
+        INDEX_FIELDS,
         options=(
             option(
                 "--verify",
@@ -141,6 +143,13 @@ COMMANDS = (
                 help="only compare, change nothing; exit 1 on any difference",
             ),
         ),
+    ),
+    Command(
+        "reindex",
+        commands.reindex,
+        "Rebuild the search index from the log with these search settings (language, "
+        "semantic), and record them as the index's.",
+        INDEX_FIELDS,
     ),
     Command(
         "expire",
@@ -161,6 +170,7 @@ COMMANDS = (
         "Load a JSON Lines export into an empty store. The store must use the master key of "
         "the store that was exported: set GMEM_MASTER_KEY to it, or copy its master.key "
         "file beside the new database.",
+        INDEX_FIELDS,
         options=(option("file", metavar="FILE", help="file, or - for stdin"),),
     ),
     Command("migrate", commands.migrate, "Apply pending schema migrations."),

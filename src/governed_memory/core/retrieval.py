@@ -2,16 +2,19 @@
 
 The store has already applied every hard filter (tenant, agent, purpose, active, not
 expired, subject, kinds) in its query; what reaches this module are the survivors that
-share at least one term with the query. Ranking is BM25 over the scope, plus confidence,
-plus recency, and every part is reported.
+share at least one term with the query (and, with semantic recall on, the scope's items
+nearest the query's vector). Ranking is BM25 over the scope, plus a semantic part when on,
+plus confidence and recency as tie-breakers, and every part is reported.
+
+The constants here are the one source of the formula: both SQL backends put them into
+their statements, and the SQLite top-k and the PostgreSQL pruning bound scores with them.
+Terms come from :mod:`governed_memory.analysis` (the service hashes them before a store
+sees them); this module only ever sees term ids.
 """
 
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,31 +22,26 @@ from datetime import datetime
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import Kind, Status
 
+#: BM25's term-frequency saturation.
 K1 = 1.2
-B = 0.75
-CONFIDENCE_WEIGHT = 1.0
-RECENCY_WEIGHT = 0.5
+#: BM25's length normalization. Memories are short, and a longer memory is seldom a wordier
+#: one: it says more. Full normalization (0.75) punished the informative ones; 0.3 keeps
+#: some for the occasional pasted document (tuned on development data only: docs/concepts.md).
+B = 0.3
+#: Confidence and recency only break near-ties: together they add at most 0.15, less than
+#: one matched term of even a common word (a term in half the scope has an IDF of 0.69),
+#: so relevance decides and these order items of about equal relevance.
+CONFIDENCE_WEIGHT = 0.1
+RECENCY_WEIGHT = 0.05
 RECENCY_HALF_LIFE_DAYS = 30.0
 MICROS_PER_DAY = 86_400 * 1_000_000
 #: The half-life in microseconds, for stores that keep instants as integer microseconds.
 RECENCY_HALF_LIFE_MICROS = RECENCY_HALF_LIFE_DAYS * MICROS_PER_DAY
 #: The most confidence and recency can add to a score (both parts are at most 1).
 STATIC_MAX = CONFIDENCE_WEIGHT + RECENCY_WEIGHT
-MAX_QUERY_TERMS = 32
-MAX_TERM_CHARS = 64
-
-_WORD = re.compile(r"\w+")
-
-
-def terms(text: str) -> Counter[str]:
-    """The searchable terms of a text: NFKC case-folded words, at most 64 characters each."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return Counter(w for w in _WORD.findall(folded) if len(w) <= MAX_TERM_CHARS)
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct terms of a query, in order of first appearance, at most 32."""
-    return list(dict.fromkeys(terms(text)))[:MAX_QUERY_TERMS]
+#: Semantic recall's weight: a fused score orders items as ``α · lexical / bound +
+#: (1 − α) · cosine`` would, where ``bound`` is the most the query's terms can score.
+SEMANTIC_ALPHA = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,25 +181,45 @@ def unseen_bound(lasts: Mapping[int, float], uppers: Mapping[int, float]) -> flo
     )
 
 
+def semantic_scale(weights: Mapping[int, float]) -> float:
+    """What a cosine of 1 adds: ``(1 − α)/α`` times the most the query's terms can score.
+
+    In BM25's units, so the tie-breaking parts weigh the same with or without semantic
+    recall, and an item's score depends on itself and the scope's statistics only.
+    """
+    bound = sum(term_upper_bound(weight) for weight in weights.values())
+    return (1.0 - SEMANTIC_ALPHA) / SEMANTIC_ALPHA * bound
+
+
+def semantic_part(cosine: float, scale: float) -> float:
+    """The semantic part of a score: a cosine (not below 0) times :func:`semantic_scale`."""
+    return scale * max(0.0, cosine)
+
+
 def rank(
     candidates: Iterable[Candidate],
     stats: ScopeStatistics,
     query: Sequence[int],
     now: datetime,
+    cosines: Mapping[str, float] | None = None,
 ) -> list[Ranked]:
-    """Every candidate scored and ordered best first; ties broken by id for determinism."""
+    """Every candidate scored and ordered best first; ties broken by id for determinism.
+
+    With ``cosines`` (semantic recall on: each candidate's cosine to the query, by id),
+    every score gains a ``semantic`` part.
+    """
     weights = {t: idf(stats.documents, stats.document_frequency.get(t, 0)) for t in query}
     average = stats.average_length
+    scale = semantic_scale(weights) if cosines is not None else 0.0
     ranked = []
     for c in candidates:
         age_days = max((now - c.updated_at).total_seconds(), 0.0) / 86_400
         confidence, fresh = static_parts(c.confidence, age_days)
-        parts = {
-            "lexical": lexical_part(weights, c.term_frequencies, c.length, average),
-            "confidence": confidence,
-            "recency": fresh,
-        }
-        ranked.append(Ranked(c, parts["lexical"] + parts["confidence"] + parts["recency"], parts))
+        parts = {"lexical": lexical_part(weights, c.term_frequencies, c.length, average)}
+        if cosines is not None:
+            parts["semantic"] = semantic_part(cosines.get(c.memory_id, 0.0), scale)
+        parts |= {"confidence": confidence, "recency": fresh}
+        ranked.append(Ranked(c, sum(parts.values()), parts))
     ranked.sort(key=lambda r: (-r.score, r.candidate.memory_id))
     return ranked
 

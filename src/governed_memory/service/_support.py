@@ -21,6 +21,7 @@ from governed_memory.records import Batch, IndexDoc, ItemChange
 if TYPE_CHECKING:  # types only: these modules build on what is here
     from governed_memory.ports import Store
     from governed_memory.service.idempotency import Idempotency, Keyed
+    from governed_memory.service.indexing import Indexer
     from governed_memory.service.vault import Vault
 
 log = logging.getLogger("governed_memory.service")
@@ -41,13 +42,15 @@ ContextOf = Callable[[Principal, "Keyed[Any] | None"], Context]
 @dataclass(frozen=True, slots=True)
 class Parts:
     """What a use case of the service works with: the store, the vault, the idempotency
-    protocol, the commit that tells the listeners, and the context of a decision."""
+    protocol, the commit that tells the listeners, the context of a decision, and what
+    makes search entries."""
 
     store: Store
     vault: Vault
     idempotency: Idempotency
     commit: Commit
     context: ContextOf
+    indexer: Indexer
 
 
 class UseCase:
@@ -59,6 +62,7 @@ class UseCase:
         self._idempotency = parts.idempotency
         self._commit = parts.commit
         self._context = parts.context
+        self._indexer = parts.indexer
 
 
 def new_id() -> str:
@@ -70,15 +74,20 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+#: Makes the index entry of an item that is searchable after a command (given that item).
+Indexing = Callable[[ItemState], IndexDoc]
+
+
 def changes(
     events: Sequence[Event],
     known: Mapping[str, ItemState | None],
-    indexes: Mapping[str, IndexDoc | None],
+    indexes: Mapping[str, Indexing],
 ) -> list[ItemChange]:
     """Fold single-item events into projection rows, each with its postings if searchable.
 
     ``known`` holds the items as loaded for the decision (``None``: not there yet), and
-    ``indexes`` the postings of the items whose content the command set.
+    ``indexes`` what makes the postings of the items whose content the command set: called
+    only for an item the command leaves active (a quarantined write is not analyzed).
     """
     rows = []
     states = dict(known)
@@ -87,7 +96,8 @@ def changes(
         before = states.get(event.memory_id)
         after = apply(before, event)
         states[event.memory_id] = after
-        index = indexes.get(after.id) if after.status is Status.ACTIVE else None
+        make = indexes.get(after.id) if after.status is Status.ACTIVE else None
+        index = None if make is None else make(after)
         rows.append(ItemChange(after, 0 if before is None else before.version, index))
     return rows
 

@@ -16,24 +16,22 @@ import binascii
 import dataclasses
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 from governed_memory.codec import CodecError, stored_from_json, stored_to_json
 from governed_memory.core import values
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.model import ItemState
-from governed_memory.core.projection import replay
-from governed_memory.core.values import Status
-from governed_memory.errors import CryptoError, LogMoved, StoreUnavailable, ValidationError
+from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
-from governed_memory.records import ItemChange, ItemKey, SubjectKey
-from governed_memory.service.vault import KeyCache, Vault
+from governed_memory.records import ItemKey, SubjectKey
+from governed_memory.service.indexing import Indexer
+from governed_memory.service.reindex import OnProgress, Rebuild
+from governed_memory.service.vault import Vault
 
 IMPORT_CHUNK = 5_000
 K = TypeVar("K", SubjectKey, ItemKey)
-REBUILD_ATTEMPTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,54 +47,24 @@ class ImportReport:
 class Maintenance:
     """Whole-store operations over one store and its vault: ``service.maintenance``."""
 
-    def __init__(self, store: Store, vault: Vault) -> None:
+    def __init__(self, store: Store, vault: Vault, indexer: Indexer) -> None:
         self._store = store
         self._vault = vault
+        self._indexer = indexer
 
-    def rebuild(self) -> int:
+    def rebuild(self, on_progress: OnProgress | None = None) -> int:
         """Replace every tenant's projection and postings with the fold of its log; the
         number of items.
 
-        Searchable items need their plaintext to be indexed again, so the live subject
-        keys are loaded once, the keys of each tenant's active items page by page, and
-        every active item is decrypted with them.
+        Searchable items need their plaintext to be indexed again: every active item is
+        decrypted with its keys (see :mod:`.reindex`).
         """
-        subjects: dict[str, dict[tuple[str, str], SubjectKey | None]] = {}
-        for key in self._store.subject_keys():
-            subjects.setdefault(key.tenant_id, {})[(key.tenant_id, key.subject_id)] = key
-        return sum(
-            self._rebuild_tenant(subjects.get(tenant, {}), tenant)
-            for tenant in self._store.tenants()
-        )
+        return Rebuild(self._store, self._vault, self._indexer, on_progress).run()
 
-    def _rebuild_tenant(
-        self, subjects: Mapping[tuple[str, str], SubjectKey | None], tenant: str
-    ) -> int:
-        """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
-        for _ in range(REBUILD_ATTEMPTS):
-            events = list(self._store.tenant_events(tenant))
-            through = events[-1].position if events else 0
-            items = replay(stored.event for stored in events)
-            keys = KeyCache(dict(subjects))
-            active = [item.id for item in items.values() if item.status is Status.ACTIVE]
-            for start in range(0, len(active), IMPORT_CHUNK):
-                found = self._store.item_keys_for(tenant, active[start : start + IMPORT_CHUNK])
-                keys.items.update({(tenant, i): key for i, key in found.items()})
-            changes = [self._change(keys, item) for _, item in sorted(items.items())]
-            try:
-                self._store.rebuild(tenant, changes, through)
-            except LogMoved:
-                continue
-            return len(changes)
-        raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
-
-    def _change(self, keys: KeyCache, item: ItemState) -> ItemChange:
-        if item.status is not Status.ACTIVE:
-            return ItemChange(item, 0, None)
-        content = self._vault.open_known(item, keys)
-        if content is None:
-            return ItemChange(item, 0, None)  # the key is gone: nothing left to index
-        return ItemChange(item, 0, self._vault.index_doc(item.tenant_id, content))
+    def reindex(self, on_progress: OnProgress | None = None) -> int:
+        """Rebuild the search index (and the projection) under this service's search
+        settings, and record them as the index's: ``gmem reindex`` (see :mod:`.reindex`)."""
+        return Rebuild(self._store, self._vault, self._indexer, on_progress).reindex()
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every live subject key, every live item key, then every event, as JSON-ready

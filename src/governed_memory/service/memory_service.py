@@ -16,6 +16,7 @@ reads the log and the review queue; :class:`~.erasure.Erasure` erases single ite
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +63,7 @@ from governed_memory.service.idempotency import (
     parse_key,
     record_of,
 )
+from governed_memory.service.indexing import Indexer, SearchSettings
 from governed_memory.service.maintenance import Maintenance
 from governed_memory.service.reads import Reads
 from governed_memory.service.retrieval import Retrieval
@@ -84,6 +86,7 @@ class MemoryService:
         retention: RetentionPolicy | None = None,
         new_id: Callable[[], str] = new_id,
         listeners: Sequence[Listener] = (),
+        search: SearchSettings | None = None,
     ) -> None:
         self.store = store
         self.keyring = keyring
@@ -94,11 +97,12 @@ class MemoryService:
         self.listeners: list[Listener] = list(listeners)
         self._new_id = new_id
         self._vault = vault = Vault(store, keyring)
+        self._indexer = indexer = Indexer(vault, search or SearchSettings())
         self._idempotency = Idempotency(store, vault)
         self._reads = Reads(store, vault)
-        self._retrieval = Retrieval(store, vault, self.tokenizer.name)
+        self._retrieval = Retrieval(store, vault, indexer, self.tokenizer.name)
         self._audit = Audit(store, vault, self._reads)
-        parts = Parts(store, vault, self._idempotency, self._commit, self._context)
+        parts = Parts(store, vault, self._idempotency, self._commit, self._context, indexer)
         self._review = Review(parts)
         self._erasure = Erasure(parts)
         self._expiry = Expiry(store, self._commit, new_id, self.policy)
@@ -107,7 +111,12 @@ class MemoryService:
     @property
     def maintenance(self) -> Maintenance:
         """Whole-store operations: rebuild, export, import (``gmem replay|export|import``)."""
-        return Maintenance(self.store, self._vault)
+        return Maintenance(self.store, self._vault, self._indexer)
+
+    @property
+    def search_signature(self) -> str:
+        """How this service builds the search index (recorded in the store: .indexing)."""
+        return self._indexer.signature
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` unless the store answers (readiness)."""
@@ -166,13 +175,15 @@ class MemoryService:
         sealed = self._vault.seal_content(sealing_key, version, command.content, tokens)
         events = lifecycle.with_content(events, sealed)
         known = {target_id: current} | ({target.id: target} if target is not None else {})
-        rows = changes(events, known, {target_id: self._vault.index_doc(tenant, command.content)})
+        rows = changes(
+            events, known, {target_id: self._indexer.entry(tenant, command.content, sealing_key)}
+        )
         written, created = rows[0].item, current is None
         digest = fingerprint(command.fingerprint(sealed.content_hash))
         result = {"memory_id": target_id, "version": written.version, "created": created}
         record = record_of(keyed, digest, result)
         batch = Batch(tenant, events, rows, record, require_key=subject_key, new_item_key=item_key)
-        self._commit(batch)
+        self._commit(replace(batch, index_signature=self._indexer.signature_of(rows)))
         return WriteResult(MemoryItem.from_state(written, command.content), created)
 
     # -- review ---------------------------------------------------------------------------
@@ -324,8 +335,9 @@ class MemoryService:
         return self._vault.decrypt(state, keys)
 
     def index_doc(self, tenant: str, content: str) -> IndexDoc:
-        """The search postings of a text, under the tenant's index key."""
-        return self._vault.index_doc(tenant, content)
+        """The search postings of a text (no vector), by the tenant's analyzer, under the
+        tenant's index key."""
+        return self._vault.index_doc(tenant, self._indexer.settings.analyzer_for(tenant), content)
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -57,11 +57,14 @@ class Review(UseCase):
             events, known, plaintext = self._decide_promote(ctx, command, current)
         else:
             events, known = self._decide_reject(ctx, command, current), {command.memory_id: current}
-        index = None if plaintext is None else self._vault.index_doc(tenant, plaintext)
-        rows = changes(events, known, {command.memory_id: index})
+        indexes = {}
+        if plaintext is not None:  # the key of its vector is looked up if one is sealed
+            indexes[command.memory_id] = self._indexer.entry(tenant, plaintext, None)
+        rows = changes(events, known, indexes)
         item = rows[0].item
         record = record_of(keyed, digest, {"memory_id": item.id, "version": item.version})
-        self._commit(Batch(tenant, events, rows, record))
+        signature = self._indexer.signature_of(rows)
+        self._commit(Batch(tenant, events, rows, record, index_signature=signature))
         content = plaintext if plaintext is not None else self._vault.decrypt(item)
         return MemoryItem.from_state(item, content)
 

@@ -15,19 +15,21 @@ terms.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+import sys
+from array import array
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from governed_memory.analysis import Analyzer
 from governed_memory.core.events import MemoryRejected
 from governed_memory.core.lifecycle import SealedContent
 from governed_memory.core.model import ItemState
-from governed_memory.core.retrieval import terms
 from governed_memory.core.values import Status
 from governed_memory.crypto import ITEM_BLOB, SUBJECT_BLOB, Keyring, SealingKey
 from governed_memory.errors import CryptoError, SubjectKeyGone
 from governed_memory.ports import Store
-from governed_memory.records import IndexDoc, ItemKey, SubjectKey
+from governed_memory.records import IndexDoc, ItemKey, SealedVector, SubjectKey
 
 log = logging.getLogger("governed_memory.service")
 
@@ -123,6 +125,15 @@ class Vault:
         blob = self.seal(key, version, content.encode("utf-8"), "content")
         return SealedContent(blob, self._keyring.content_hash(key, content), tokens)
 
+    def seal_vector(self, key: SealingKey, version: int, vector: Sequence[float]) -> bytes:
+        """An item's vector (semantic recall) sealed like its content, for the content
+        version whose text it embeds: a vector is content, unreadable once that key is
+        destroyed (forget, erase, retention)."""
+        raw = array("f", vector)
+        if sys.byteorder == "big":
+            raw.byteswap()  # stored little-endian, whatever the machine
+        return self.seal(key, version, raw.tobytes(), "vector")
+
     def seal_reason(self, key: SealingKey, item: ItemState, reason: str) -> bytes:
         """A rejection reason sealed like content, for the version the rejection produces."""
         return self.seal(key, item.version + 1, reason.encode("utf-8"), "reason")
@@ -175,6 +186,20 @@ class Vault:
         if key is None:
             return None
         return self._keyring.open(key, state.content_version, state.content).decode("utf-8")
+
+    def open_vector(self, sealed: SealedVector, keys: KeyCache) -> array[float]:
+        """The vector of an item the store returned as eligible (active), opened with the
+        request's keys. Its key must be there: anything else is tampering, and raises
+        :class:`CryptoError`."""
+        key = self._key_of(sealed.tenant_id, sealed.subject_id, sealed.memory_id, sealed.blob, keys)
+        if key is None:
+            log.error("a sealed vector names no live key", extra={"memory_id": sealed.memory_id})
+            raise CryptoError(f"memory {sealed.memory_id!r}: sealed vector failed authentication")
+        vector = array("f")
+        vector.frombytes(self._keyring.open(key, sealed.version, sealed.blob, "vector"))
+        if sys.byteorder == "big":
+            vector.byteswap()
+        return vector
 
     def open_reason(
         self, state: ItemState, event: MemoryRejected, keys: KeyCache | None = None
@@ -248,9 +273,10 @@ class Vault:
         """The tenant's keyed ids of search terms (no plaintext word is ever stored)."""
         return self._keyring.term_ids(tenant, words)
 
-    def index_doc(self, tenant: str, content: str) -> IndexDoc:
-        """The search postings of a text, under the tenant's index key."""
-        counts = terms(content)
+    def index_doc(self, tenant: str, analyzer: Analyzer, content: str) -> IndexDoc:
+        """The search postings of a text, its terms by ``analyzer``, under the tenant's
+        index key."""
+        counts = analyzer.index_terms(content)
         words = list(counts)
         merged: dict[int, int] = {}
         for term_id, word in zip(self.term_ids(tenant, words), words, strict=True):

@@ -19,19 +19,23 @@ from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
     LogMoved,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
 )
 from governed_memory.records import (
+    SEARCH_INDEX,
     Batch,
     BrowseRequest,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
     RetentionCursor,
+    SealedVector,
     SearchMatches,
     SearchRequest,
+    serves_index,
 )
 from governed_memory.store.memory_keys import MemoryKeys
 
@@ -73,6 +77,7 @@ class MemoryStore(MemoryKeys):
             return stored
 
     def _check(self, batch: Batch) -> None:
+        self._check_index(batch.index_signature)
         if batch.idempotency is not None:
             record = batch.idempotency
             existing = self._idempotency.get((batch.tenant_id, record.credential, record.key))
@@ -124,6 +129,11 @@ class MemoryStore(MemoryKeys):
             for term, frequency in index.terms.items():
                 postings.setdefault(term, {})[item.id] = frequency
             self._docs[item.key] = (scope, index)
+
+    def _check_index(self, signature: str | None) -> None:
+        """Refuse a request made for another index than the one recorded (if any)."""
+        if not serves_index(self._meta.get(SEARCH_INDEX), signature):
+            raise StoreUnavailable.index_rebuilt()
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -231,6 +241,7 @@ class MemoryStore(MemoryKeys):
 
     def search(self, request: SearchRequest) -> SearchMatches:
         with self._lock:
+            self._check_index(request.index_signature)
             scope = (request.tenant_id, request.agent_id, request.purpose)
             postings = self._postings.get(scope, {})
             docs = [doc for s, doc in self._docs.values() if s == scope]
@@ -246,15 +257,7 @@ class MemoryStore(MemoryKeys):
             candidates = []
             for memory_id in sorted(frequencies):
                 item = self._items[(request.tenant_id, memory_id)]
-                if not admits(
-                    item,
-                    tenant_id=request.tenant_id,
-                    agent_id=request.agent_id,
-                    purpose=request.purpose,
-                    now=request.now,
-                    subject_id=request.subject_id,
-                    kinds=request.kinds,
-                ):
+                if not _admits(item, request):
                     continue
                 _, doc = self._docs[item.key]
                 candidates.append(
@@ -268,6 +271,27 @@ class MemoryStore(MemoryKeys):
                     )
                 )
             return SearchMatches(statistics, candidates)
+
+    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
+        with self._lock:
+            scope = (request.tenant_id, request.agent_id, request.purpose)
+            found = []
+            for key, (doc_scope, doc) in sorted(self._docs.items()):
+                item = self._items[key]
+                if doc_scope == scope and doc.vector is not None and _admits(item, request):
+                    found.append(
+                        SealedVector(
+                            item.tenant_id,
+                            item.id,
+                            item.subject_id,
+                            item.content_version,
+                            doc.vector,
+                            item.confidence,
+                            item.updated_at,
+                            item.tokens,
+                        )
+                    )
+            return found
 
     # -- whole-log access -----------------------------------------------------------------
 
@@ -323,6 +347,19 @@ class MemoryStore(MemoryKeys):
 
     def close(self) -> None:
         return None
+
+
+def _admits(item: ItemState, request: SearchRequest) -> bool:
+    """Whether ``item`` passes every hard filter of ``request``."""
+    return admits(
+        item,
+        tenant_id=request.tenant_id,
+        agent_id=request.agent_id,
+        purpose=request.purpose,
+        now=request.now,
+        subject_id=request.subject_id,
+        kinds=request.kinds,
+    )
 
 
 def _retention_cursor(item: ItemState) -> RetentionCursor:

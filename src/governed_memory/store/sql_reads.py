@@ -23,13 +23,15 @@ from governed_memory.codec import (
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
 from governed_memory.core.policy import RetentionKey
-from governed_memory.core.values import Status, to_micros
+from governed_memory.core.values import Status, from_micros, to_micros
 from governed_memory.records import (
     ApiKey,
     BrowseRequest,
     IdempotencyRecord,
     ItemKey,
     RetentionCursor,
+    SealedVector,
+    SearchRequest,
     SubjectKey,
 )
 from governed_memory.store.paging import paged_events
@@ -68,6 +70,7 @@ class Dialect(Protocol):
     GET_META: str
     CLAIM_META: str
     REPLACE_META: str
+    SCOPE_VECTORS: str
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``column`` matches one of ``values``: the condition and its parameters."""
@@ -222,6 +225,35 @@ class SQLReads:
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]:
         rows = self._db.query(self._sql.TENANT_ITEMS, (tenant_id,))
         return (item_from_row(row) for row in rows)
+
+    def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
+        """The sealed vectors of the scope's items that pass every hard filter, in SQL."""
+        p = self._sql.P
+        scope = (request.tenant_id, request.agent_id, request.purpose)
+        sql = self._sql.SCOPE_VECTORS
+        params: list[Any] = [*scope, *scope, to_micros(request.now)]
+        if request.subject_id is not None:
+            sql += f" AND m.subject_id = {p}"
+            params.append(request.subject_id)
+        if request.kinds is not None:
+            condition, values = self._sql.any_of("m.kind", sorted(k.value for k in request.kinds))
+            sql += f" AND {condition}"
+            params += values
+        return [
+            SealedVector(
+                request.tenant_id,
+                memory_id,
+                subject,
+                version,
+                bytes(blob),
+                confidence,
+                from_micros(updated_at),
+                tokens,
+            )
+            for memory_id, subject, version, blob, confidence, updated_at, tokens in (
+                self._db.query(sql, params)
+            )
+        ]
 
     # -- subject keys ---------------------------------------------------------------------
 

@@ -36,11 +36,19 @@ from governed_memory.codec import (
 from governed_memory.core.events import Event, StoredEvent
 from governed_memory.errors import (
     IdempotencyKeyTaken,
+    StoreUnavailable,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
 )
-from governed_memory.records import Batch, ItemChange, SubjectKey
+from governed_memory.records import (
+    REBUILDING,
+    SEARCH_INDEX,
+    Batch,
+    ItemChange,
+    SubjectKey,
+    serves_index,
+)
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase, translate
@@ -131,6 +139,16 @@ class PostgresBatches:
         cursors = []
         for batch in batches:
             tenant = batch.tenant_id
+            if batch.index_signature is not None:
+                signature = batch.index_signature
+                conn.execute(
+                    sql.REQUIRE_INDEX,
+                    {
+                        "name": SEARCH_INDEX,
+                        "signature": signature,
+                        "rebuilding": REBUILDING + signature,
+                    },
+                )
             if batch.idempotency is not None:
                 record = batch.idempotency
                 conn.execute(
@@ -171,6 +189,10 @@ class PostgresBatches:
         the subject key, each item's version, the subject's other items.
         """
         tenant = batch.tenant_id
+        if batch.index_signature is not None:
+            row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
+            if not serves_index(None if row is None else row[0], batch.index_signature):
+                return StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
             credential, key = batch.idempotency.credential, batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
@@ -246,6 +268,7 @@ def _write_item(conn: Connection, change: ItemChange) -> None:
         params["length"] = index.length
         params["terms"] = list(index.terms)
         params["tfs"] = list(index.terms.values())
+        params["vector"] = index.vector
     conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, index is not None)], params)
 
 

@@ -55,6 +55,7 @@ def rebuild(
         scopes = [row[0] for row in conn.execute(sql.TENANT_SCOPE_IDS, (tenant_id,))]
         conn.execute(sql.DELETE_SCOPE_POSTINGS, (scopes,))
         conn.execute(sql.DELETE_SCOPE_DOCUMENTS, (scopes,))
+        conn.execute(sql.DELETE_SCOPE_VECTORS, (scopes,))
         conn.execute(sql.EMPTY_SCOPES, (tenant_id,))
         conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
         if changes:
@@ -70,6 +71,7 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
             for rowid, change in zip(rowids, changes, strict=True):
                 copy.write_row((rowid, *item_row(change.item)))
         documents: list[Document] = []
+        vectors: list[tuple[int, int, bytes]] = []
         with cursor.copy(sql.COPY_POSTINGS) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
                 item, index = change.item, change.index
@@ -77,6 +79,8 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                     continue
                 scope = scope_ids[(item.agent_id, item.purpose)]
                 documents.append((rowid, scope, index.length, list(index.terms)))
+                if index.vector is not None:
+                    vectors.append((rowid, scope, index.vector))
                 static = (
                     item.confidence,
                     to_micros(item.updated_at),
@@ -88,6 +92,10 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
         with cursor.copy(sql.COPY_DOCUMENTS) as copy:
             for document in documents:
                 copy.write_row(document)
+        if vectors:
+            with cursor.copy(sql.COPY_VECTORS) as copy:
+                for vector in vectors:
+                    copy.write_row(vector)
     conn.execute(sql.SCOPE_TOTALS, (sorted(set(scope_ids.values())),))
 
 

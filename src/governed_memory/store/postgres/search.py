@@ -21,7 +21,13 @@ from governed_memory.core.retrieval import (
     idf,
 )
 from governed_memory.core.values import from_micros, to_micros
-from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.errors import StoreUnavailable
+from governed_memory.records import (
+    SEARCH_INDEX,
+    SearchMatches,
+    SearchRequest,
+    serves_index,
+)
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import PostgresDatabase
 
@@ -38,10 +44,13 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
             "tenant": request.tenant_id,
             "agent": request.agent_id,
             "purpose": request.purpose,
+            "meta": SEARCH_INDEX,
         },
     )
-    if not rows:
+    if not rows:  # no scope: nothing to find, whatever the index was built with
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
+    if not serves_index(rows[0][5], request.index_signature):
+        raise StoreUnavailable.index_rebuilt()
     scope, documents, total_length = rows[0][:3]
     frequency = {int(row[3]): int(row[4]) for row in rows}
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)

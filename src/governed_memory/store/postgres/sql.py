@@ -105,10 +105,12 @@ TOUCH_API_KEY = (
     "AND (last_used_at IS NULL OR last_used_at < %s) RETURNING key_id"
 )
 
-# Scope statistics and the document frequency of each query term, in one statement.
+# Scope statistics, the document frequency of each query term and the index's recorded
+# signature (a search made for another index is refused), in one statement.
 SCOPE_STATISTICS = (
     "SELECT s.id, s.documents, s.total_length, t.term, "
-    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term) "
+    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term), "
+    "(SELECT value FROM store_meta WHERE name = %(meta)s) "
     "FROM scopes AS s CROSS JOIN unnest(%(terms)s::bigint[]) AS t (term) "
     "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
 )
@@ -175,6 +177,16 @@ SUBJECT_CANDIDATES = (
     f"{_PRUNED} AS pruned FROM kept"
 )
 
+# The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
+# the subject and kinds filters).
+SCOPE_VECTORS = (
+    "SELECT m.id, m.subject_id, m.content_version, v.vector, m.confidence, m.updated_at, "
+    "m.tokens FROM search_vectors AS v JOIN memories AS m ON m.rowid = v.item "
+    "WHERE v.scope = (SELECT id FROM scopes WHERE tenant_id = %s AND agent_id = %s "
+    "AND purpose = %s) AND m.tenant_id = %s AND m.agent_id = %s AND m.purpose = %s "
+    "AND m.status = 'active' AND m.expires_at > %s"
+)
+
 # -- writes ---------------------------------------------------------------------------------
 
 # Under the write lock the next position is the current maximum plus one: positions are
@@ -193,6 +205,12 @@ INSERT_IDEMPOTENCY = (
     f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
 )
 REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
+# Postings made for another index than the one recorded (if any) are refused: the rule of
+# records.serves_index, in SQL.
+REQUIRE_INDEX = (
+    "SELECT gm_require(coalesce((SELECT value FROM store_meta WHERE name = %(name)s), "
+    "%(signature)s) IN (%(signature)s, %(rebuilding)s), 'search_index')"
+)
 # Delete the key, then refuse if an item of the subject is left undeleted (this statement
 # sees the batch's own deletions, made by earlier statements of the transaction).
 DESTROY_KEY = (
@@ -231,7 +249,9 @@ _INDEX = (
     "(scope, term, item, tf, length, confidence, updated_at, expires_at, kind) "
     "SELECT s.id, u.term, m.rowid, u.tf, %(length)s, %(confidence)s, %(updated_at)s, "
     "%(expires_at)s, %(kind)s FROM m, s, "
-    "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)) "
+    "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)), "
+    "v AS (INSERT INTO search_vectors (item, scope, vector) "
+    "SELECT m.rowid, s.id, %(vector)s::bytea FROM m, s WHERE %(vector)s::bytea IS NOT NULL) "
 )
 WRITE_ITEM = {
     # (new item, indexed) -> statement
@@ -246,7 +266,8 @@ DROP_INDEX = (
     "(SELECT rowid FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s) "
     "RETURNING item, scope, length, terms), "
     "p AS (DELETE FROM postings USING d WHERE postings.scope = d.scope "
-    "AND postings.term = ANY (d.terms) AND postings.item = d.item) "
+    "AND postings.term = ANY (d.terms) AND postings.item = d.item), "
+    "v AS (DELETE FROM search_vectors USING d WHERE search_vectors.item = d.item) "
     "UPDATE scopes SET documents = scopes.documents - 1, "
     "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope"
 )
@@ -278,6 +299,7 @@ IMPORT_EVENT = (
 TENANT_SCOPE_IDS = "SELECT id FROM scopes WHERE tenant_id = %s"
 DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ANY (%s::bigint[])"
 DELETE_SCOPE_DOCUMENTS = "DELETE FROM search_docs WHERE scope = ANY (%s::bigint[])"
+DELETE_SCOPE_VECTORS = "DELETE FROM search_vectors WHERE scope = ANY (%s::bigint[])"
 EMPTY_SCOPES = "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s"
 DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = %s"
 NEW_SCOPES = (
@@ -295,6 +317,7 @@ COPY_POSTINGS = (
     "kind) FROM STDIN"
 )
 COPY_DOCUMENTS = "COPY search_docs (item, scope, length, terms) FROM STDIN"
+COPY_VECTORS = "COPY search_vectors (item, scope, vector) FROM STDIN"
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = agg.documents, total_length = agg.total_length "
     "FROM (SELECT scope, count(*) AS documents, sum(length) AS total_length "

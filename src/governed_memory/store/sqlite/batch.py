@@ -34,7 +34,7 @@ from governed_memory.errors import (
     SubjectKeyGone,
     VersionConflict,
 )
-from governed_memory.records import Batch, ItemChange, SubjectKey
+from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, translate
@@ -142,8 +142,13 @@ class SQLiteBatches:
 
     @staticmethod
     def _check_keys(conn: sqlite3.Connection, batch: Batch) -> None:
-        """Refuse a batch whose idempotency key is taken or whose subject key is gone."""
+        """Refuse a batch whose idempotency key is taken or whose subject key is gone, or
+        whose postings were made for another index than the one recorded."""
         tenant = batch.tenant_id
+        if batch.index_signature is not None:
+            row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
+            if not serves_index(None if row is None else row[0], batch.index_signature):
+                raise StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
             credential, key = batch.idempotency.credential, batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
@@ -231,6 +236,8 @@ class SQLiteBatches:
         conn.execute(
             sql.INSERT_DOCUMENT, (rowid, scope, index.length, array("q", index.terms).tobytes())
         )
+        if index.vector is not None:
+            conn.execute(sql.INSERT_VECTOR, (rowid, scope, index.vector))
         conn.execute(sql.DOCUMENT_ADDED, (index.length, scope))
 
     @staticmethod
@@ -243,6 +250,7 @@ class SQLiteBatches:
         terms.frombytes(packed)
         conn.executemany(sql.DELETE_POSTING, [(scope, term, rowid) for term in terms])
         conn.execute(sql.DELETE_DOCUMENT, (rowid,))
+        conn.execute(sql.DELETE_VECTOR, (rowid,))
         conn.execute(sql.DOCUMENT_REMOVED, (length, scope))
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:

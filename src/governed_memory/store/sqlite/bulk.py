@@ -68,6 +68,7 @@ def rebuild(
         rows = _Rows.of(tenant_id, changes, scopes, first_rowid=top + 1)
         conn.executemany(sql.LOAD_ITEM, rows.items)
         conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
+        conn.executemany(sql.LOAD_VECTOR, rows.vectors)
         rows.postings.sort()  # in key order: each B-tree page is visited once
         conn.executemany(sql.INSERT_POSTING, rows.postings)
         conn.executemany(
@@ -82,6 +83,7 @@ def _clear(conn: sqlite3.Connection, tenant_id: str) -> dict[ScopeKey, int]:
     scopes = conn.execute(sql.TENANT_SCOPES, (tenant_id,)).fetchall()
     for scope, *_ in scopes:
         conn.execute(sql.DELETE_SCOPE_POSTINGS, (scope,))
+        conn.execute(sql.DELETE_SCOPE_VECTORS, (scope,))
     conn.execute(sql.DELETE_TENANT_DOCUMENTS, (tenant_id,))
     conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
     return {(t, a, p): scope for scope, t, a, p in scopes}
@@ -94,6 +96,7 @@ class _Rows:
     items: list[tuple[Any, ...]] = field(default_factory=list)
     documents: list[tuple[Any, ...]] = field(default_factory=list)
     postings: list[tuple[Any, ...]] = field(default_factory=list)
+    vectors: list[tuple[Any, ...]] = field(default_factory=list)
     totals: dict[int, list[int]] = field(default_factory=dict)
 
     @classmethod
@@ -112,6 +115,8 @@ class _Rows:
                 continue
             scope = scopes[(tenant_id, item.agent_id, item.purpose)]
             rows.documents.append((rowid, scope, index.length, array("q", index.terms).tobytes()))
+            if index.vector is not None:
+                rows.vectors.append((rowid, scope, index.vector))
             rows.totals[scope][0] += 1
             rows.totals[scope][1] += index.length
             fixed = (

@@ -14,7 +14,13 @@ from collections import Counter
 from collections.abc import Sequence
 
 from governed_memory.core.retrieval import ScopeStatistics
-from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.errors import StoreUnavailable
+from governed_memory.records import (
+    SEARCH_INDEX,
+    SearchMatches,
+    SearchRequest,
+    serves_index,
+)
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
@@ -34,12 +40,14 @@ class SQLiteSearch:
         self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
 
     def search(self, request: SearchRequest) -> SearchMatches:
-        scope_rows = self._db.query(
-            sql.SCOPE, (request.tenant_id, request.agent_id, request.purpose)
+        rows = self._db.query(
+            sql.SCOPE, (SEARCH_INDEX, request.tenant_id, request.agent_id, request.purpose)
         )
-        if not scope_rows or not request.terms:
+        if not rows or not request.terms:  # no scope: nothing to find
             return SearchMatches(ScopeStatistics(0, 0, {}), [])
-        scope, documents, total_length, generation = scope_rows[0]
+        scope, documents, total_length, generation, recorded = rows[0]
+        if not serves_index(recorded, request.index_signature):
+            raise StoreUnavailable.index_rebuilt()
         search = ScopedSearch(self._db, request, scope)
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)

@@ -152,6 +152,8 @@ INSERT_POSTING = (
     "expires_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_DOCUMENT = "INSERT INTO search_docs (item, scope, length, terms) VALUES (?, ?, ?, ?)"
+INSERT_VECTOR = "INSERT INTO search_vectors (item, scope, vector) VALUES (?, ?, ?)"
+DELETE_VECTOR = "DELETE FROM search_vectors WHERE item = ?"
 # Every change to a scope's postings bumps its generation, which invalidates the cached
 # document frequencies of its terms (see search.py).
 DOCUMENT_REMOVED = (
@@ -165,8 +167,12 @@ DOCUMENT_ADDED = (
 
 # -- search (see search.py and top_k.py) ----------------------------------------------------
 
+# The scope and the index's recorded signature, in one row: a search made for another
+# index is refused before anything else is read (without a scope there is nothing to find,
+# whatever the index was built with).
 SCOPE = (
-    "SELECT id, documents, total_length, generation FROM scopes "
+    "SELECT id, documents, total_length, generation, "
+    "(SELECT value FROM store_meta WHERE name = ?) FROM scopes "
     "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
 )
 DOCUMENT_FREQUENCY = "SELECT count(*) FROM postings WHERE scope = ? AND term = ?"
@@ -188,6 +194,15 @@ TOP_POSTINGS = (
     f"SELECT item, {_STATIC} AS static, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
     f" + {_STATIC} AS value"
     " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
+)
+# The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
+# the subject and kinds filters).
+SCOPE_VECTORS = (
+    "SELECT m.id, m.subject_id, m.content_version, v.vector, m.confidence, m.updated_at, "
+    "m.tokens FROM search_vectors AS v JOIN memories AS m ON m.rowid = v.item "
+    "WHERE v.scope = (SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? "
+    "AND purpose = ?) AND m.tenant_id = ? AND m.agent_id = ? AND m.purpose = ? "
+    "AND m.status = 'active' AND m.expires_at > ?"
 )
 SUBJECT_ROWIDS = (
     "SELECT rowid FROM memories WHERE tenant_id = ? AND subject_id = ? "
@@ -223,6 +238,7 @@ def term_frequencies(terms: int, items: int) -> str:
 
 TENANT_SCOPES = "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?"
 DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ?"
+DELETE_SCOPE_VECTORS = "DELETE FROM search_vectors WHERE scope = ?"
 DELETE_TENANT_DOCUMENTS = (
     "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = ?)"
 )
@@ -231,6 +247,7 @@ NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?)"
 TOP_ROWID = "SELECT coalesce(max(rowid), 0) FROM memories"
 LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS) + 1)})"
 LOAD_DOCUMENT = "INSERT INTO search_docs VALUES (?, ?, ?, ?)"
+LOAD_VECTOR = INSERT_VECTOR
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = ?, total_length = ?, generation = generation + 1 WHERE id = ?"
 )

@@ -1,0 +1,148 @@
+"""Rebuilding the projection and the search index from the log, safe against writes.
+
+Each tenant's log is folded into items; every active item's content is opened with its
+keys and indexed again under the service's search settings (terms, and vectors
+when semantic recall is on); the result replaces the tenant's rows in one swap
+(``Store.rebuild``), which the store refuses if an event landed after the fold. Then the
+tenant is folded again: index entries already made are kept (an entry depends only on an
+item's content version), so a retry costs the new items only.
+
+``gmem replay`` rebuilds under the settings the index was built with; ``gmem reindex``
+rebuilds under new ones: it first records that a rebuild is under way, so every instance
+still running with the old settings stops searching and indexing (a 503:
+``StoreUnavailable.index_rebuilt``) rather than mixing terms of two analyzers, and records
+the new signature once every tenant is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from governed_memory.core.model import ItemState
+from governed_memory.core.projection import replay
+from governed_memory.core.values import Status
+from governed_memory.errors import LogMoved, StoreUnavailable
+from governed_memory.ports import Store
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange
+from governed_memory.service.indexing import Indexer
+from governed_memory.service.vault import KeyCache, Vault
+
+REBUILD_ATTEMPTS = 20
+#: Item keys read at once.
+KEY_PAGE = 5_000
+#: Items indexed between two progress reports.
+PROGRESS_STEP = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a rebuild has come. ``items`` counts the index entries to make in the
+    tenants folded so far (it grows as tenants are folded); ``indexed`` those made."""
+
+    tenants_done: int
+    tenants: int
+    indexed: int
+    items: int
+
+
+#: Told of the rebuild's progress (from the thread that runs it).
+OnProgress = Callable[[Progress], None]
+
+#: Index entries made during one tenant's rebuild, by (memory id, content version).
+_Made = dict[tuple[str, int], IndexDoc]
+
+
+class Rebuild:
+    """One rebuild of every tenant, reporting its progress."""
+
+    def __init__(
+        self, store: Store, vault: Vault, indexer: Indexer, on_progress: OnProgress | None
+    ) -> None:
+        self._store = store
+        self._vault = vault
+        self._indexer = indexer
+        self._report = on_progress or (lambda progress: None)
+        self._tenants = self._done = self._indexed = self._items = 0
+
+    def reindex(self) -> int:
+        """Rebuild under this service's settings and record them as the index's."""
+        signature = self._indexer.signature
+        self._store.replace_meta(SEARCH_INDEX, REBUILDING + signature)
+        count = self.run()
+        self._store.replace_meta(SEARCH_INDEX, signature)
+        return count
+
+    def run(self) -> int:
+        """Rebuild every tenant; the number of items."""
+        tenants = self._store.tenants()
+        self._tenants = len(tenants)
+        self._progress()
+        total = 0
+        for tenant in tenants:
+            total += self._tenant(tenant)
+            self._done += 1
+            self._progress()
+        return total
+
+    def _progress(self) -> None:
+        self._report(Progress(self._done, self._tenants, self._indexed, self._items))
+
+    def _tenant(self, tenant: str) -> int:
+        """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
+        made: _Made = {}
+        for _ in range(REBUILD_ATTEMPTS):
+            events = list(self._store.tenant_events(tenant))
+            through = events[-1].position if events else 0
+            items = [item for _, item in sorted(replay(stored.event for stored in events).items())]
+            self._index(tenant, items, made)
+            changes = [ItemChange(item, 0, _entry(made, item)) for item in items]
+            try:
+                self._store.rebuild(tenant, changes, through)
+            except LogMoved:
+                continue
+            return len(changes)
+        raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
+
+    def _keys(self, tenant: str, active: list[ItemState]) -> KeyCache:
+        """The keys of the active items, as of now, not of the rebuild's start: a subject
+        or an item written meanwhile has keys an earlier fold did not need."""
+        subjects = sorted({item.subject_id for item in active})
+        found = self._store.subject_keys_for(tenant, subjects)
+        keys = KeyCache({(tenant, s): found.get(s) for s in subjects})
+        ids = [item.id for item in active]
+        for start in range(0, len(ids), KEY_PAGE):
+            page = self._store.item_keys_for(tenant, ids[start : start + KEY_PAGE])
+            keys.items.update({(tenant, memory_id): key for memory_id, key in page.items()})
+        return keys
+
+    def _index(self, tenant: str, items: list[ItemState], made: _Made) -> None:
+        """Make the index entries of the active items that have none yet in ``made``."""
+        active = [
+            item
+            for item in items
+            if item.status is Status.ACTIVE and (item.id, item.content_version) not in made
+        ]
+        keys = self._keys(tenant, active)
+        todo = []
+        for item in active:
+            content = self._vault.open_known(item, keys)
+            if content is not None:  # None: the key is gone, nothing left to index
+                todo.append((content, self._vault.content_key(item, keys), item))
+        self._items += len(todo)
+        self._progress()
+        for start in range(0, len(todo), PROGRESS_STEP):
+            chunk = todo[start : start + PROGRESS_STEP]
+            for (_, _, item), entry in zip(chunk, self._indexer.docs(tenant, chunk), strict=True):
+                made[(item.id, item.content_version)] = entry
+            self._indexed += len(chunk)
+            self._progress()
+
+
+def _entry(made: _Made, item: ItemState) -> IndexDoc | None:
+    """The item's index entry if it is searchable (an entry made while it was active in
+    an earlier fold is not one once it is no longer active)."""
+    return made.get((item.id, item.content_version)) if item.status is Status.ACTIVE else None
+
+
+__all__ = ["OnProgress", "Progress", "Rebuild"]

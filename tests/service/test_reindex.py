@@ -1,0 +1,58 @@
+"""Rebuilding the index from the log while writes go on (``gmem replay``, ``gmem reindex``)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+
+from governed_memory.core.events import StoredEvent
+from governed_memory.crypto import Keyring
+from governed_memory.service import MemoryService
+from governed_memory.service.indexing import SearchSettings
+from governed_memory.store.memory import MemoryStore
+from tests.support.embedder import FakeEmbedder
+from tests.support.fakes import FakeClock, body, principal, query
+
+WRITER = principal()
+
+
+class WriteDuringFold(MemoryStore):
+    """A store that runs one action right after a rebuild has read a tenant's log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after_read: Callable[[], object] | None = None
+
+    def tenant_events(self, tenant_id: str) -> Iterator[StoredEvent]:
+        events = super().tenant_events(tenant_id)  # already read, under the store's lock
+        action, self.after_read = self.after_read, None
+        if action is not None:
+            action()
+        return events
+
+
+def ids(service: MemoryService, text: str) -> list[str]:
+    return [hit.item.id for hit in service.search(WRITER, query(text)).items]
+
+
+def test_a_subject_written_during_a_rebuild_is_indexed() -> None:
+    """A write of a new subject lands between the rebuild's read of the log and its swap:
+    the tenant is folded again, with the new subject's key, and its item is searchable
+    (lexically and by its vector)."""
+    store = WriteDuringFold()
+    embedder = FakeEmbedder()
+    settings = SearchSettings(embedder=embedder)
+    service = MemoryService(
+        store, Keyring(secrets.token_bytes(32)), clock=FakeClock(), search=settings
+    )
+    service.write(WRITER, body(id="a", content="A car.", subject_id="s1"))
+    store.after_read = lambda: service.write(
+        WRITER, body(id="b", content="Calls on Sundays.", subject_id="s2")
+    )
+    embedder.embedded.clear()
+    assert service.maintenance.reindex() == 2
+    # the write embedded its text; the first fold embedded "a"; the second fold kept that
+    # entry and embedded only the new item
+    assert embedder.embedded == ["Calls on Sundays.", "A car.", "Calls on Sundays."]
+    assert ids(service, "sundays") == ["b"]
+    assert ids(service, "telephone") == ["b"]
