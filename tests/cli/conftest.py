@@ -26,9 +26,13 @@ Gmem = Callable[..., Run]
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No GMEM_* variable of the machine leaks into a test."""
+    """No GMEM_* setting of the machine leaks into a test.
+
+    ``GMEM_TEST_POSTGRES_DSN`` stays: it names the test server, it is not a setting, and CI
+    fails the PostgreSQL tests without it.
+    """
     for name in list(os.environ):
-        if name.startswith("GMEM_"):
+        if name.startswith("GMEM_") and not name.startswith("GMEM_TEST_"):
             monkeypatch.delenv(name)
 
 
