@@ -104,7 +104,7 @@ def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
         Figure("naive_search_single_scope", "Naive scan p95 inside the single scope", "ms"),
         Figure(
             "rebuild_projection",
-            "Projection rebuild from the log (maintenance.rebuild_projection)",
+            "Projection rebuild from the log (service.maintenance.rebuild)",
             "events/s",
             bar="≥ 50,000 events/s",
         ),

@@ -80,7 +80,10 @@ class RecallArgs(Args):
     agent_id: str = Field(pattern=AGENT, description="The agent whose memories to search.")
     purpose: str = Field(pattern=PURPOSE, description="Only memories written for this purpose.")
     query: str = Field(
-        min_length=1, max_length=1000, description="Words to look for (lexical match)."
+        min_length=1,
+        max_length=1000,
+        description="What to look for: words, matched after stemming (and by meaning where "
+        "the server has semantic recall on).",
     )
     subject_id: str | None = Field(
         None, pattern=AGENT, description="Only memories about this subject."
