@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from governed_memory.analysis import Analyzer
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
+    MASTER_KEY_CHECK,
     MASTER_KEY_FILE,
     Keyring,
     load_or_create_key_file,
@@ -40,7 +41,6 @@ from governed_memory.locations import (
     sqlite_file,
 )
 from governed_memory.ports import Clock, Embedder, Store
-from governed_memory.records import MASTER_KEY_CHECK, SubjectKey
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings, check_index
 from governed_memory.store.sqlite import DATABASE_FILE, SQLiteStore, Synchronous
@@ -324,23 +324,29 @@ def _matching_keyring(store: Store, keys: _KeySource) -> Keyring:
             + (LEGACY_KEY_HINT if key_dir != Path(DEFAULT_DATA_DIR) else "")
         )
     keyring = open_keyring(data_dir=key_dir, master_key=master_key)
-    _bind(store, keyring, probe, keys)
+    try:
+        if probe is not None:
+            keyring.unwrap(probe)
+        wrapped_here = True
+    except CryptoError:
+        wrapped_here = False
+    _bind(store, keyring, wrapped_here, keys)
     return keyring
 
 
-def _bind(store: Store, keyring: Keyring, probe: SubjectKey | None, keys: _KeySource) -> None:
+def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) -> None:
     """Bind the store to the keyring's master key, or refuse a store bound to another.
 
     The store records the key's check value (never the key) at its first start, first
     claim wins across every instance of one database; every later start compares. A
     store from before the check value existed is bound at its next start, but only if
-    the subject keys it holds unwrap under this master key. A read-only open compares
-    and records nothing.
+    the subject keys it holds unwrap under this master key (``wrapped_here``). A
+    read-only open compares and records nothing.
     """
     wanted = keyring.check_value()
     stored = store.meta(MASTER_KEY_CHECK)
     if stored is None:
-        if probe is not None and not _unwraps(keyring, probe):
+        if not wrapped_here:
             raise ValidationError(_another_key(keys.where))
         if keys.read_only:
             return
@@ -349,14 +355,6 @@ def _bind(store: Store, keyring: Keyring, probe: SubjectKey | None, keys: _KeySo
             log.info("bound %s to its master key", keys.where)
     if stored != wanted:
         raise ValidationError(_another_key(keys.where))
-
-
-def _unwraps(keyring: Keyring, key: SubjectKey) -> bool:
-    try:
-        keyring.unwrap(key)
-    except CryptoError:
-        return False
-    return True
 
 
 def _another_key(where: str) -> str:

@@ -145,6 +145,9 @@ def _create_key_file(directory: Path, path: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
+#: The store-meta name under which a store records the check value of its master key at
+#: its first start (:meth:`Keyring.check_value`): a keyed hash, never the key itself.
+MASTER_KEY_CHECK = "master_key_check"
 #: What the check value of a master key is the keyed hash of (a fixed label).
 CHECK_LABEL = b"gmem master key check value"
 #: The form of the check value, before its hex digits.

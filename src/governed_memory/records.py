@@ -102,9 +102,6 @@ class ApiKey:
 SEARCH_INDEX = "search_index"
 #: What is recorded, before the signature, while ``gmem reindex`` rebuilds the index.
 REBUILDING = "rebuilding:"
-#: The store-meta name under which the master key's check value is recorded at a store's
-#: first start (``crypto.Keyring.check_value``): a keyed hash, never the key itself.
-MASTER_KEY_CHECK = "master_key_check"
 
 
 def serves_index(recorded: str | None, signature: str | None) -> bool:
@@ -256,7 +253,6 @@ class SearchMatches:
 
 
 __all__ = [
-    "MASTER_KEY_CHECK",
     "REBUILDING",
     "SEARCH_INDEX",
     "ApiKey",

@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from governed_memory.bootstrap import open_service
-from governed_memory.crypto import Keyring, parse_master_key
+from governed_memory.crypto import MASTER_KEY_CHECK, Keyring, parse_master_key
 from governed_memory.errors import ValidationError
-from governed_memory.records import MASTER_KEY_CHECK
 from governed_memory.service import MemoryService
 from tests.conftest import postgres_dsn
 from tests.support.fakes import body, principal
