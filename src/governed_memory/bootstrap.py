@@ -351,8 +351,6 @@ def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) 
         if keys.read_only:
             return
         stored = store.claim_meta(MASTER_KEY_CHECK, wanted)
-        if stored == wanted:
-            log.info("bound %s to its master key", keys.where)
     if stored != wanted:
         raise ValidationError(_another_key(keys.where))
 
