@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory.core.model import Principal
+from governed_memory.core.values import Trust
 from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
@@ -97,3 +98,65 @@ def test_items_of_new_subjects_written_during_a_rebuild_are_searchable(store: St
         assert report.differences == []
     finally:
         other.close()
+
+
+def tamper(store: Store, statement: str, memory_id: str, *more: object) -> None:
+    """Run ``statement`` on the item's search rows, behind the service's back, as a lost
+    write or a faulty rebuild would leave them: ``:item`` is the item's row id, each
+    ``?`` one of ``more`` (after every ``:item``)."""
+    mark = "?" if isinstance(store, SQLiteStore) else "%s"
+    database = getattr(store, "database")  # noqa: B009 - both SQL stores have one
+    with database.write_transaction() as conn:
+        rowid = "(SELECT rowid FROM memories WHERE id = ?)"
+        params = (memory_id,) * statement.count(":item") + more
+        conn.execute(statement.replace(":item", rowid).replace("?", mark), params)
+
+
+@pytest.fixture
+def written(store: Store) -> MemoryService:
+    """A service over the store with three searchable items and one quarantined one."""
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    for number in range(3):
+        service.write(ACME, body(id=f"m{number}", content=f"Email habit {number}."))
+    untrusted = principal("acme", "agent", trust=Trust.UNTRUSTED)
+    service.write(untrusted, body(id="q1", content="Email rumour.", trust="untrusted"))
+    assert service.verify_replay().differences == []
+    return service
+
+
+def test_verify_names_an_item_whose_search_rows_were_removed(
+    written: MemoryService, store: Store
+) -> None:
+    """Its postings and document deleted, the item is no longer found; verify says so,
+    naming it (and only it), and a rebuild makes it searchable again."""
+    tamper(store, "DELETE FROM postings WHERE item = :item", "m1")
+    tamper(store, "DELETE FROM search_docs WHERE item = :item", "m1")
+    assert ids(written, ACME, "email") == ["m0", "m2"]
+    report = written.verify_replay()
+    assert report.differences == ["acme/m1: searchable, but missing from the search index"]
+    written.maintenance.rebuild()
+    assert written.verify_replay().differences == []
+    assert ids(written, ACME, "email") == ["m0", "m1", "m2"]
+
+
+def test_verify_names_a_removed_posting_and_search_rows_of_an_item_not_searchable(
+    written: MemoryService, store: Store
+) -> None:
+    """One posting of an item gone; a posting added to a quarantined item: two
+    divergences, each naming its item and what differs, no content."""
+    term = written.index_doc("acme", "email").terms
+    (term_id,) = list(term)
+    tamper(store, "DELETE FROM postings WHERE item = :item AND term = ?", "m2", term_id)
+    tamper(
+        store,
+        "INSERT INTO postings SELECT scope, term, :item, 1, 2, 0.5, 0, 0, 'fact' "
+        "FROM postings WHERE item <> :item AND term = ? LIMIT 1",
+        "q1",
+        term_id,
+    )
+    report = written.verify_replay()
+    assert report.differences == [
+        "acme/m2: search rows differ from its content's: postings",
+        "acme/q1: in the search index, but not searchable (quarantined)",
+    ]
+    assert not any("habit" in line or "rumour" in line for line in report.differences)
