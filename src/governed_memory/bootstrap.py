@@ -340,8 +340,9 @@ def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) 
     The store records the key's check value (never the key) at its first start, first
     claim wins across every instance of one database; every later start compares. A
     store from before the check value existed is bound at its next start, but only if
-    the subject keys it holds unwrap under this master key (``wrapped_here``). A
-    read-only open compares and records nothing.
+    the subject keys it holds unwrap under this master key (``wrapped_here``); a bound
+    store whose keys do not was altered, and is refused too. A read-only open compares
+    and records nothing.
     """
     wanted = keyring.check_value()
     stored = store.meta(MASTER_KEY_CHECK)
@@ -353,6 +354,11 @@ def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) 
         stored = store.claim_meta(MASTER_KEY_CHECK, wanted)
     if stored != wanted:
         raise ValidationError(_another_key(keys.where))
+    if not wrapped_here:
+        raise ValidationError(
+            f"this store ({keys.where}) holds a subject key its own master key does not "
+            "unwrap: its keys were altered, or copied in from another store"
+        )
 
 
 def _another_key(where: str) -> str:

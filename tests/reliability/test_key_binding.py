@@ -201,3 +201,19 @@ def test_an_import_into_a_new_store_binds_it_to_the_importing_master_key(
     again = open_service(data_dir=tmp_path / "target", master_key=key)
     assert again.get(WRITER, "m1").content == "Prefers email."
     again.close()
+
+
+def test_a_bound_store_whose_subject_key_does_not_unwrap_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    """The right master key, but a subject key row altered (or copied from another
+    store): the start is refused, naming that, not another master key."""
+    data_dir = tmp_path / "data"
+    service = open_service(data_dir=data_dir)
+    service.write(WRITER, body(id="m1"))
+    service.close()
+    with contextlib.closing(sqlite3.connect(data_dir / "gmem.sqlite3")) as conn, conn:
+        conn.execute("UPDATE subject_keys SET wrapped = randomblob(length(wrapped))")
+    with pytest.raises(ValidationError, match="its keys were altered") as refused:
+        open_service(data_dir=data_dir)
+    assert ANOTHER_KEY not in refused.value.detail
