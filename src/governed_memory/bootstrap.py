@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from governed_memory.analysis import Analyzer
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.crypto import (
+    MASTER_KEY_CHECK,
     MASTER_KEY_FILE,
     Keyring,
     load_or_create_key_file,
@@ -257,18 +259,33 @@ def _open(
     store = open_store(
         data_dir=data_dir, database_url=database_url, synchronous=synchronous, **options
     )
-    keys = key_directory(data_dir, database_url)
+    read_only = bool(options.get("read_only", False))
+    kind, where = store_location(data_dir, database_url)
+    keys = _KeySource(
+        key_directory(data_dir, database_url), master_key, read_only, f"{kind} {where}"
+    )
     # A reindex rebuilds an index of other settings; a read-only command never searches or
     # indexes (and could not record settings on an empty store).
-    checked = not reindexing and not options.get("read_only", False)
-    service = _service_over(store, keys, master_key, policies, clock, search, checked)
+    checked = not reindexing and not read_only
+    service = _service_over(store, keys, policies, clock, search, checked)
     return service, store
+
+
+@dataclass(frozen=True, slots=True)
+class _KeySource:
+    """Where the master key comes from (``master_key`` if given, else the key file in
+    ``key_dir``), whether the store is opened read-only (then the key's check value
+    is compared, not recorded) and the store in words for a refusal (``where``)."""
+
+    key_dir: Path
+    master_key: str | None
+    read_only: bool
+    where: str
 
 
 def _service_over(
     store: Store,
-    key_dir: Path,
-    master_key: str | None,
+    keys: _KeySource,
     policies: Policies,
     clock: Clock | None,
     search: SearchSettings,
@@ -278,7 +295,7 @@ def _service_over(
     index built with ``search`` (recorded now on an empty store); the store is closed on
     failure."""
     try:
-        keyring = _matching_keyring(store, key_dir, master_key)
+        keyring = _matching_keyring(store, keys)
         if checked:
             check_index(store, search, empty=store.head() == 0)
     except BaseException:
@@ -290,12 +307,14 @@ def _service_over(
     )
 
 
-def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Keyring:
-    """The keyring, refusing a master key that did not wrap the keys already stored.
+def _matching_keyring(store: Store, keys: _KeySource) -> Keyring:
+    """The keyring, refusing a master key other than the one the store was created with.
 
-    A lost or swapped ``master.key`` must stop the service at start-up, not surface later
-    as undecryptable reads and a store split between two keys.
+    A lost or swapped ``master.key``, or a second instance of one database started with
+    another ``GMEM_MASTER_KEY``, must stop the service at start-up, not surface later as
+    undecryptable reads and a store split between two keys (see :func:`_bind`).
     """
+    key_dir, master_key = keys.key_dir, keys.master_key
     probe = next(store.subject_keys(limit=1), None)
     if not master_key and probe is not None and not (key_dir / MASTER_KEY_FILE).exists():
         raise ValidationError(
@@ -305,14 +324,49 @@ def _matching_keyring(store: Store, key_dir: Path, master_key: str | None) -> Ke
             + (LEGACY_KEY_HINT if key_dir != Path(DEFAULT_DATA_DIR) else "")
         )
     keyring = open_keyring(data_dir=key_dir, master_key=master_key)
-    if probe is not None:
-        try:
+    try:
+        if probe is not None:
             keyring.unwrap(probe)
-        except CryptoError:
-            raise ValidationError(
-                "the master key does not match the subject keys stored in this database"
-            ) from None
+        wrapped_here = True
+    except CryptoError:
+        wrapped_here = False
+    _bind(store, keyring, wrapped_here, keys)
     return keyring
+
+
+def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) -> None:
+    """Bind the store to the keyring's master key, or refuse a store bound to another.
+
+    The store records the key's check value (never the key) at its first start, first
+    claim wins across every instance of one database; every later start compares. A
+    store from before the check value existed is bound at its next start, but only if
+    the subject keys it holds unwrap under this master key (``wrapped_here``); a bound
+    store whose keys do not was altered, and is refused too. A read-only open compares
+    and records nothing.
+    """
+    wanted = keyring.check_value()
+    stored = store.meta(MASTER_KEY_CHECK)
+    if stored is None:
+        if not wrapped_here:
+            raise ValidationError(_another_key(keys.where))
+        if keys.read_only:
+            return
+        stored = store.claim_meta(MASTER_KEY_CHECK, wanted)
+    if stored != wanted:
+        raise ValidationError(_another_key(keys.where))
+    if not wrapped_here:
+        raise ValidationError(
+            f"this store ({keys.where}) holds a subject key its own master key does not "
+            "unwrap: its keys were altered, or copied in from another store"
+        )
+
+
+def _another_key(where: str) -> str:
+    return (
+        f"this store ({where}) was created with another master key: start it with the "
+        f"master key it was created with (GMEM_MASTER_KEY, or the {MASTER_KEY_FILE} of "
+        "its SQLite file's folder)"
+    )
 
 
 __all__ = [

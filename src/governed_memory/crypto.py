@@ -145,6 +145,14 @@ def _create_key_file(directory: Path, path: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
+#: The store-meta name under which a store records the check value of its master key at
+#: its first start (:meth:`Keyring.check_value`): a keyed hash, never the key itself.
+MASTER_KEY_CHECK = "master_key_check"
+#: What the check value of a master key is the keyed hash of (a fixed label).
+CHECK_LABEL = b"gmem master key check value"
+#: The form of the check value, before its hex digits.
+CHECK_FORMAT = "v1:"
+
 KEY_CACHE_SECONDS = 60.0
 KEY_CACHE_SIZE = 4096
 
@@ -174,12 +182,22 @@ class Keyring:
         self._wrapper = AESGCM(_hkdf(master_key, b"gmem/v1/wrap"))
         self._index_root = _hkdf(master_key, b"gmem/v1/index")
         self._index_keys: dict[str, bytes] = {}
+        self._check = (
+            CHECK_FORMAT
+            + hmac.digest(_hkdf(master_key, b"gmem/v1/check"), CHECK_LABEL, "sha256").hex()
+        )
         # Unwrapped data keys and their derived hash keys, by key id, for a short while:
         # another instance may destroy a key at any moment, and the service re-reads the
         # key row before every use, so a cached raw key only saves the unwrap; the time
         # limit bounds how long a destroyed key's bytes can linger in this process.
         self._unwrapped: dict[bytes, tuple[float, bytes]] = {}
         self._hash_keys: dict[bytes, tuple[float, bytes]] = {}
+
+    def check_value(self) -> str:
+        """A value that tells this master key from another without revealing it: HMAC-
+        SHA-256 of a fixed label under a key derived from the master key. A store records
+        it at its first start, so a start with another master key is refused."""
+        return self._check
 
     # -- subject keys ---------------------------------------------------------------------
 

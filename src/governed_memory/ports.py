@@ -30,6 +30,7 @@ from governed_memory.records import (
     SealedVector,
     SearchMatches,
     SearchRequest,
+    SearchRows,
     SubjectKey,
 )
 from governed_memory.tokens import Tokenizer
@@ -117,6 +118,11 @@ class Items(Protocol):
         ...
 
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]: ...
+
+    def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
+        """Every search row of the tenant (postings, documents, vectors), by the memory id
+        of its item; a row whose item is not the tenant's, by ``#`` and its row id."""
+        ...
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         """Replace the tenant's projection rows and postings with ``changes``, atomically,

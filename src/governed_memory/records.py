@@ -128,6 +128,20 @@ class IndexDoc:
     vector: bytes | None = None
 
 
+@dataclass(slots=True)
+class SearchRows:
+    """What the search index holds of one item, as ``gmem replay --verify`` compares it
+    with the item's content: the (agent, purpose) scopes its rows are under, the
+    frequency of each term in its postings, its document row's length and terms
+    (``None``: no document row), and whether it has a vector."""
+
+    scopes: set[tuple[str, str]] = field(default_factory=set)
+    postings: dict[int, int] = field(default_factory=dict)
+    length: int | None = None
+    terms: set[int] | None = None
+    vector: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class SealedVector:
     """An eligible item's sealed vector, with what ranking needs to know about the item."""
@@ -266,6 +280,7 @@ __all__ = [
     "SealedVector",
     "SearchMatches",
     "SearchRequest",
+    "SearchRows",
     "SubjectKey",
     "credential_of",
     "serves_index",

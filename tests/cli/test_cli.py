@@ -69,6 +69,22 @@ def test_replay_verify_fails_on_a_tampered_projection(gmem: Gmem, tmp_path: Path
     assert gmem("replay", "--verify", "--data-dir", str(tmp_path)).status == 0
 
 
+def test_replay_verify_fails_on_a_removed_search_row(gmem: Gmem, tmp_path: Path) -> None:
+    """An item whose postings are gone is unsearchable: replay --verify names it and exits
+    1; replay makes it searchable again (issue 13, defect 6)."""
+    write_items(tmp_path)
+    with sqlite3.connect(tmp_path / "gmem.sqlite3") as conn:
+        conn.execute(
+            "DELETE FROM postings WHERE item = (SELECT rowid FROM memories WHERE id = 'm-1')"
+        )
+    run = gmem("replay", "--verify", "--data-dir", str(tmp_path))
+    assert run.status == 1
+    assert run.out == "acme/m-1: search rows differ from its content's: postings\n"
+    assert run.err == "gmem: error: replay found 1 difference(s)\n"
+    assert gmem("replay", "--data-dir", str(tmp_path)).status == 0
+    assert gmem("replay", "--verify", "--data-dir", str(tmp_path)).status == 0
+
+
 def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:
     """expire appends memory.expired for each item whose TTL has run out, and counts them."""
     past = FakeClock(datetime.now(UTC) - timedelta(days=800))

@@ -169,3 +169,15 @@ def test_cached_data_keys_expire(ring: Keyring, monkeypatch: pytest.MonkeyPatch)
     ring.forget_cached(key.key_id)
     ring.unwrap(key)
     assert crypto._fresh(ring._unwrapped, key.key_id) is None
+
+
+def test_the_check_value_tells_master_keys_apart_and_reveals_neither() -> None:
+    """One master key, one check value, whichever keyring computes it; another key gives
+    another; the value holds neither the key nor its base64."""
+    master = secrets.token_bytes(32)
+    value = Keyring(master).check_value()
+    assert value == Keyring(master).check_value()
+    assert value != Keyring(secrets.token_bytes(32)).check_value()
+    assert value.startswith("v1:")
+    assert master.hex() not in value
+    assert base64.b64encode(master).decode() not in value

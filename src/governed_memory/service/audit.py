@@ -1,6 +1,7 @@
-"""What the log tells: an item's history, the tenant's feed, the review queue, and whether
-the projection still equals the fold of the log. The feed carries no content; an item's
-history carries only the reasons of its rejections, while its content lives."""
+"""What the log tells: an item's history, the tenant's feed, the review queue (whether the
+projection and the index still equal what the log makes: :mod:`.verify`). The feed
+carries no content; an item's history carries only the reasons of its rejections, while
+its content lives."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from governed_memory.core.access import may_read_content
 from governed_memory.core.commands import bounded_int
 from governed_memory.core.events import MemoryRejected, StoredEvent, SubjectForgotten
 from governed_memory.core.model import Principal
-from governed_memory.core.projection import diff, replay, versions_of
+from governed_memory.core.projection import versions_of
 from governed_memory.core.values import Scope
 from governed_memory.ports import Store
-from governed_memory.results import AuditEvent, ItemPage, ReplayReport, decode_cursor
+from governed_memory.results import AuditEvent, ItemPage, decode_cursor
 from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
@@ -75,24 +76,6 @@ class Audit:
             principal.tenant_id, principal.agents, agent_id, purpose, limit + 1, after, now
         )
         return self._reads.page(principal, rows, limit, now)
-
-    def verify_replay(self) -> ReplayReport:
-        """Rebuild the projection from the log, tenant by tenant, and compare item by item."""
-        events = items = 0
-        differences: list[str] = []
-        for tenant in self._store.tenants():
-            with self._store.snapshot():  # the log and the items as of one moment
-                log = [stored.event for stored in self._store.tenant_events(tenant)]
-                live = {item.key: item for item in self._store.tenant_items(tenant)}
-            events += len(log)
-            try:
-                rebuilt = replay(log)
-            except Exception as error:  # noqa: BLE001 - reported, not raised
-                differences.append(f"{tenant}: the log cannot be replayed: {error}")
-                continue
-            items += len(live)
-            differences.extend(diff(rebuilt, live))
-        return ReplayReport(events, items, differences)
 
 
 def audit_event(stored: StoredEvent, version: int | None) -> AuditEvent:

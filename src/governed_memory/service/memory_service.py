@@ -69,6 +69,7 @@ from governed_memory.service.reads import Reads
 from governed_memory.service.retrieval import Retrieval
 from governed_memory.service.review import Review
 from governed_memory.service.vault import KeyCache, Vault
+from governed_memory.service.verify import Verify
 from governed_memory.tokens import Tokenizer, default_tokenizer
 
 
@@ -327,8 +328,9 @@ class MemoryService:
         return self._audit.events_after(principal, after, limit)
 
     def verify_replay(self) -> ReplayReport:
-        """Rebuild the projection from the log, tenant by tenant, and compare item by item."""
-        return self._audit.verify_replay()
+        """Rebuild the projection from the log, tenant by tenant, and compare item by item;
+        compare the search index with what the items' content makes (:mod:`.verify`)."""
+        return Verify(self.store, self._vault, self._indexer).run()
 
     def decrypt(self, state: ItemState, keys: KeyCache | None = None) -> str | None:
         """The plaintext of an item, ``None`` if deleted or its subject's key is gone."""

@@ -104,18 +104,6 @@ class Rebuild:
             return len(changes)
         raise StoreUnavailable(f"tenant {tenant!r} kept writing during the rebuild; retry")
 
-    def _keys(self, tenant: str, active: list[ItemState]) -> KeyCache:
-        """The keys of the active items, as of now, not of the rebuild's start: a subject
-        or an item written meanwhile has keys an earlier fold did not need."""
-        subjects = sorted({item.subject_id for item in active})
-        found = self._store.subject_keys_for(tenant, subjects)
-        keys = KeyCache({(tenant, s): found.get(s) for s in subjects})
-        ids = [item.id for item in active]
-        for start in range(0, len(ids), KEY_PAGE):
-            page = self._store.item_keys_for(tenant, ids[start : start + KEY_PAGE])
-            keys.items.update({(tenant, memory_id): key for memory_id, key in page.items()})
-        return keys
-
     def _index(self, tenant: str, items: list[ItemState], made: _Made) -> None:
         """Make the index entries of the active items that have none yet in ``made``."""
         active = [
@@ -123,7 +111,7 @@ class Rebuild:
             for item in items
             if item.status is Status.ACTIVE and (item.id, item.content_version) not in made
         ]
-        keys = self._keys(tenant, active)
+        keys = active_keys(self._store, tenant, active)
         todo = []
         for item in active:
             content = self._vault.open_known(item, keys)
@@ -139,10 +127,24 @@ class Rebuild:
             self._progress()
 
 
+def active_keys(store: Store, tenant: str, active: list[ItemState]) -> KeyCache:
+    """The keys of the tenant's ``active`` items, read now (a few reads in all): a rebuild
+    reads them for each fold, never reuses those of an earlier one, since a subject or an
+    item written meanwhile has keys an earlier fold did not need."""
+    subjects = sorted({item.subject_id for item in active})
+    found = store.subject_keys_for(tenant, subjects)
+    keys = KeyCache({(tenant, s): found.get(s) for s in subjects})
+    ids = [item.id for item in active]
+    for start in range(0, len(ids), KEY_PAGE):
+        page = store.item_keys_for(tenant, ids[start : start + KEY_PAGE])
+        keys.items.update({(tenant, memory_id): key for memory_id, key in page.items()})
+    return keys
+
+
 def _entry(made: _Made, item: ItemState) -> IndexDoc | None:
     """The item's index entry if it is searchable (an entry made while it was active in
     an earlier fold is not one once it is no longer active)."""
     return made.get((item.id, item.content_version)) if item.status is Status.ACTIVE else None
 
 
-__all__ = ["OnProgress", "Progress", "Rebuild"]
+__all__ = ["OnProgress", "Progress", "Rebuild", "active_keys"]

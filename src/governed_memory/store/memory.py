@@ -35,6 +35,7 @@ from governed_memory.records import (
     SealedVector,
     SearchMatches,
     SearchRequest,
+    SearchRows,
     serves_index,
 )
 from governed_memory.store.memory_keys import MemoryKeys
@@ -303,6 +304,23 @@ class MemoryStore(MemoryKeys):
         with self._lock:
             events = [e for e in self._events if e.event.tenant_id == tenant_id]
         return iter(events)
+
+    def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
+        with self._lock:
+            found: dict[str, SearchRows] = {}
+            for (tenant, memory_id), (scope, doc) in self._docs.items():
+                if tenant == tenant_id:
+                    terms, vector = set(doc.terms), doc.vector is not None
+                    found[memory_id] = SearchRows(
+                        {(scope[1], scope[2])}, {}, doc.length, terms, vector
+                    )
+            for scope, postings in self._postings.items():
+                for term, items in postings.items() if scope[0] == tenant_id else ():
+                    for memory_id, tf in items.items():
+                        rows = found.setdefault(memory_id, SearchRows())
+                        rows.scopes.add((scope[1], scope[2]))
+                        rows.postings[term] = tf
+            return found
 
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]:
         with self._lock:

@@ -32,9 +32,11 @@ from governed_memory.records import (
     RetentionCursor,
     SealedVector,
     SearchRequest,
+    SearchRows,
     SubjectKey,
 )
 from governed_memory.store.paging import paged_events
+from governed_memory.store.search_rows import search_rows
 
 
 class Dialect(Protocol):
@@ -225,6 +227,9 @@ class SQLReads:
     def tenant_items(self, tenant_id: str) -> Iterator[ItemState]:
         rows = self._db.query(self._sql.TENANT_ITEMS, (tenant_id,))
         return (item_from_row(row) for row in rows)
+
+    def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
+        return search_rows(self._db, self._sql.P, tenant_id)
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
         """The sealed vectors of the scope's items that pass every hard filter, in SQL."""

@@ -1,0 +1,73 @@
+"""A tenant's search rows as ``gmem replay --verify`` compares them, read once for SQLite
+and PostgreSQL (the tables and columns are the same; only the placeholder and the form of
+a document's terms differ: SQLite packs them into a blob, PostgreSQL keeps an array).
+
+A row is attributed to its item through the item's row id, and to the tenant through its
+scope; a row whose item is missing or of another tenant is reported under ``#`` and its
+row id, so verify can name it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import TYPE_CHECKING, Any
+
+from governed_memory.records import SearchRows
+
+if TYPE_CHECKING:
+    from governed_memory.store.sql_reads import Database
+
+_ITEM = "LEFT JOIN memories AS m ON m.rowid = r.item AND m.tenant_id = s.tenant_id"
+_SCOPE = "JOIN scopes AS s ON s.id = r.scope"
+
+POSTINGS = (
+    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.term, r.tf FROM postings AS r {_SCOPE} "
+    f"{_ITEM} WHERE s.tenant_id = {{P}}"
+)
+DOCUMENTS = (
+    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.length, r.terms FROM search_docs AS r "
+    f"{_SCOPE} {_ITEM} WHERE s.tenant_id = {{P}}"
+)
+VECTORS = (
+    f"SELECT m.id, r.item, s.agent_id, s.purpose FROM search_vectors AS r {_SCOPE} {_ITEM} "
+    f"WHERE s.tenant_id = {{P}}"
+)
+
+
+def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[str, SearchRows]:
+    """Every search row of the tenant's scopes, by the memory id of its item."""
+    found: dict[str, SearchRows] = {}
+
+    def rows_of(statement: str) -> list[Any]:
+        return database.query(statement.replace("{P}", placeholder), (tenant_id,))
+
+    for memory_id, rowid, agent, purpose, term, tf in rows_of(POSTINGS):
+        rows = _entry(found, memory_id, rowid, agent, purpose)
+        rows.postings[int(term)] = rows.postings.get(int(term), 0) + int(tf)
+    for memory_id, rowid, agent, purpose, length, terms in rows_of(DOCUMENTS):
+        rows = _entry(found, memory_id, rowid, agent, purpose)
+        rows.length = int(length)
+        rows.terms = set(_terms(terms))
+    for memory_id, rowid, agent, purpose in rows_of(VECTORS):
+        _entry(found, memory_id, rowid, agent, purpose).vector = True
+    return found
+
+
+def _entry(
+    found: dict[str, SearchRows], memory_id: str | None, rowid: int, agent: str, purpose: str
+) -> SearchRows:
+    rows = found.setdefault(memory_id if memory_id is not None else f"#{rowid}", SearchRows())
+    rows.scopes.add((agent, purpose))
+    return rows
+
+
+def _terms(stored: bytes | memoryview | list[int]) -> list[int]:
+    """A document's terms: a packed blob of 64-bit integers (SQLite), or an array."""
+    if isinstance(stored, list):
+        return [int(term) for term in stored]
+    packed = array("q")
+    packed.frombytes(bytes(stored))
+    return list(packed)
+
+
+__all__ = ["search_rows"]
