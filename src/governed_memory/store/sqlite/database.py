@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,12 @@ from governed_memory.store.migrations import scripts
 from governed_memory.store.sqlite import sql
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: The ``store_meta`` row recording a purge of the WAL still to do: a committed batch
+#: destroyed a key whose old pages may still be in the WAL. The batch writes it in its own
+#: transaction, so a crash cannot separate the two; a checkpoint that empties the WAL
+#: removes it; a store opened with it set purges before anything else.
+PURGE_DUE = "wal_purge_due"
 
 
 #: What a SQLite primary result code means, in words fit for an operator.
@@ -71,6 +77,15 @@ def translate(error: Exception) -> Exception:
     if isinstance(error, sqlite3.Error):
         return unavailable(error, "SQLite write failed")
     return error
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any. On a full disk SQLite may have rolled it
+    back itself when ``COMMIT`` failed; a ROLLBACK failing then must not replace the error
+    being handled (which says why), so its own failure is dropped."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -234,15 +249,15 @@ class SQLiteDatabase:
         """
         with self.write_lock:
             conn = self.writer
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 conn.execute("COMMIT")
             except sqlite3.Error as error:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise unavailable(error, "SQLite write failed") from None
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise
 
     def write(self, sql: str, params: Sequence[Any]) -> list[Any]:
@@ -253,25 +268,65 @@ class SQLiteDatabase:
     # -- the WAL --------------------------------------------------------------------------
 
     def checkpoint(self, attempts: int = 50) -> bool:
-        """Truncate the WAL without ever waiting long for readers (hold the write lock).
+        """Purge the WAL: copy it into the database file and truncate it, without ever
+        waiting long for readers (hold the write lock). True when the purge is done.
 
-        A reader's open transaction (an export's snapshot, say) pins the WAL; then the
-        checkpoint is left due and tried again after later commits, until it succeeds.
-        True when the WAL is empty.
+        A reader's open transaction (an export's snapshot, say) pins the WAL, and a full
+        disk fails the copy: then the purge is left due — in memory and, by the batch that
+        destroyed a key, in ``store_meta`` (:data:`PURGE_DUE`) — and tried again after
+        later commits, at close and at the next open, until the WAL file is empty. Only
+        then is the record removed. Never raises: the forget that asked has committed.
         """
         conn = self.writer
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
-            for attempt in range(attempts):
-                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                if busy == 0:
-                    self.checkpoint_due = False
-                    return True
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                done = self._truncate(conn, attempts)
+                if done:
+                    self._forget_purge(conn)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        except sqlite3.Error:  # disk full, I/O error: the purge stays due
+            done = False
+        self.checkpoint_due = not done
+        return done
+
+    def _truncate(self, conn: sqlite3.Connection, attempts: int) -> bool:
+        """``wal_checkpoint(TRUNCATE)`` until no reader keeps it from finishing; True when
+        it finished and the WAL file is verified empty."""
+        for attempt in range(attempts):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy == 0:
+                return self._wal_bytes() == 0
+            if attempt + 1 < attempts:
                 time.sleep(0.001 * (attempt + 1))
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        self.checkpoint_due = True
         return False
+
+    def _wal_bytes(self) -> int:
+        try:
+            return (self.path.with_name(self.path.name + "-wal")).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _forget_purge(self, conn: sqlite3.Connection) -> None:
+        """Remove the record of a purge now done, and truncate the WAL that removal wrote
+        (it holds no destroyed key). If this fails the record stays, and the next open
+        truncates an empty WAL once more: harmless."""
+        with suppress(sqlite3.Error):
+            if conn.execute(sql.GET_META, (PURGE_DUE,)).fetchone() is not None:
+                conn.execute(sql.DELETE_META, (PURGE_DUE,))
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def resume_purge(self, attempts: int = 100) -> bool:
+        """At open, before serving: finish a purge that a crash or a full disk left due
+        (retried for about five seconds while readers pin the WAL; still due after that,
+        it is retried after every commit). True when none is due."""
+        with self.write_lock:
+            try:
+                due = self.writer.execute(sql.GET_META, (PURGE_DUE,)).fetchone() is not None
+            except sqlite3.Error as error:
+                raise self._opening(error) from None
+            return self.checkpoint(attempts) if due else True
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -317,7 +372,7 @@ class SQLiteDatabase:
                         applied.append(number)
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    rollback(conn)
                     raise
         return applied
 
@@ -335,4 +390,12 @@ class SQLiteDatabase:
             self.writer.close()
 
 
-__all__ = ["SQLiteDatabase", "Synchronous", "reason", "translate", "unavailable"]
+__all__ = [
+    "PURGE_DUE",
+    "SQLiteDatabase",
+    "Synchronous",
+    "reason",
+    "rollback",
+    "translate",
+    "unavailable",
+]
