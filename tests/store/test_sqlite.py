@@ -25,6 +25,7 @@ from governed_memory.service import MemoryService
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.sqlite.database import PURGE_DUE
 from tests.support.fakes import FakeClock, body, principal, query
 
 WRITER = principal()
@@ -280,6 +281,65 @@ def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
     assert not store.database.checkpoint_due
     for name, data in files_of(data_dir).items():
         assert key.wrapped not in data, name
+
+
+def test_a_pending_purge_is_recorded_with_the_forget_and_removed_once_done(
+    embedded: MemoryService,
+) -> None:
+    """The forget's transaction records its purge in store_meta; the checkpoint that
+    empties the WAL removes the record and leaves the WAL empty again."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    with store.snapshot():  # a reader keeps the purge from finishing
+        embedded.forget_subject(WRITER, "customer-1")
+    assert store.meta(PURGE_DUE) is not None
+    assert store.checkpoint()
+    assert store.meta(PURGE_DUE) is None
+    assert (store.path.with_name(store.path.name + "-wal")).stat().st_size == 0
+
+
+def test_a_store_opened_with_a_purge_recorded_purges_before_anything_else(
+    data_dir: Path,
+) -> None:
+    """A purge left recorded (a crash, a full disk) is done when the store opens: the WAL
+    is empty and the record gone before the first read."""
+    service = open_service(data_dir=data_dir)
+    service.write(WRITER, body(id="m1"))
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    store.replace_meta(PURGE_DUE, "due")
+    wal = data_dir / "gmem.sqlite3-wal"
+    assert wal.stat().st_size > 0
+    reopened = SQLiteStore(store.path)
+    try:
+        assert wal.stat().st_size == 0
+        assert reopened.meta(PURGE_DUE) is None
+        assert not reopened.database.checkpoint_due
+    finally:
+        reopened.close()
+        store.close()
+
+
+def test_a_checkpoint_that_fails_leaves_the_purge_due_and_never_raises(
+    embedded: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk error while copying the WAL (the forget has committed) is not the forget's
+    failure: the checkpoint answers False and the purge stays due, recorded."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+
+    def full(conn: sqlite3.Connection, attempts: int) -> bool:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store.database, "_truncate", full)
+    assert embedded.forget_subject(WRITER, "customer-1").affected == 1
+    assert store.database.checkpoint_due
+    assert store.meta(PURGE_DUE) is not None
+    monkeypatch.undo()
+    assert store.checkpoint()
+    assert store.meta(PURGE_DUE) is None
 
 
 def test_a_retention_sweep_under_an_open_reader_tries_each_purge_once(
