@@ -24,8 +24,8 @@ from governed_memory.records import (
 from governed_memory.service import MemoryService
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore
-from governed_memory.store.sqlite.database import PURGE_DUE
+from governed_memory.store.sqlite import SQLiteStore, wal
+from governed_memory.store.sqlite.wal import PURGE_DUE
 from tests.support.fakes import FakeClock, body, principal, query
 
 WRITER = principal()
@@ -330,10 +330,10 @@ def test_a_checkpoint_that_fails_leaves_the_purge_due_and_never_raises(
     store = embedded.store
     assert isinstance(store, SQLiteStore)
 
-    def full(conn: sqlite3.Connection, attempts: int) -> bool:
+    def full(conn: sqlite3.Connection, path: Path, attempts: int) -> bool:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(store.database, "_truncate", full)
+    monkeypatch.setattr(wal, "truncate", full)
     assert embedded.forget_subject(WRITER, "customer-1").affected == 1
     assert store.database.checkpoint_due
     assert store.meta(PURGE_DUE) is not None

@@ -37,7 +37,8 @@ from governed_memory.errors import (
 from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
-from governed_memory.store.sqlite.database import PURGE_DUE, SQLiteDatabase, rollback, translate
+from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
+from governed_memory.store.sqlite.wal import PURGE_DUE
 
 ScopeKey = tuple[str, str, str]
 ScopeIds = MutableMapping[ScopeKey, int]

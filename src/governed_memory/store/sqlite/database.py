@@ -30,15 +30,9 @@ from typing import Any, Literal
 
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.migrations import scripts
-from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite import sql, wal
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-
-#: The ``store_meta`` row recording a purge of the WAL still to do: a committed batch
-#: destroyed a key whose old pages may still be in the WAL. The batch writes it in its own
-#: transaction, so a crash cannot separate the two; a checkpoint that empties the WAL
-#: removes it; a store opened with it set purges before anything else.
-PURGE_DUE = "wal_purge_due"
 
 
 #: What a SQLite primary result code means, in words fit for an operator.
@@ -273,7 +267,7 @@ class SQLiteDatabase:
 
         A reader's open transaction (an export's snapshot, say) pins the WAL, and a full
         disk fails the copy: then the purge is left due — in memory and, by the batch that
-        destroyed a key, in ``store_meta`` (:data:`PURGE_DUE`) — and tried again after
+        destroyed a key, in ``store_meta`` (:mod:`.wal`) — and tried again after
         later commits, at close and at the next open, until the WAL file is empty. Only
         then is the record removed. Never raises: the forget that asked has committed.
         """
@@ -281,9 +275,9 @@ class SQLiteDatabase:
         try:
             conn.execute("PRAGMA busy_timeout = 0")
             try:
-                done = self._truncate(conn, attempts)
+                done = wal.truncate(conn, self.path.with_name(self.path.name + "-wal"), attempts)
                 if done:
-                    self._forget_purge(conn)
+                    wal.forget_purge(conn)
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
         except sqlite3.Error:  # disk full, I/O error: the purge stays due
@@ -291,39 +285,13 @@ class SQLiteDatabase:
         self.checkpoint_due = not done
         return done
 
-    def _truncate(self, conn: sqlite3.Connection, attempts: int) -> bool:
-        """``wal_checkpoint(TRUNCATE)`` until no reader keeps it from finishing; True when
-        it finished and the WAL file is verified empty."""
-        for attempt in range(attempts):
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy == 0:
-                return self._wal_bytes() == 0
-            if attempt + 1 < attempts:
-                time.sleep(0.001 * (attempt + 1))
-        return False
-
-    def _wal_bytes(self) -> int:
-        try:
-            return (self.path.with_name(self.path.name + "-wal")).stat().st_size
-        except FileNotFoundError:
-            return 0
-
-    def _forget_purge(self, conn: sqlite3.Connection) -> None:
-        """Remove the record of a purge now done, and truncate the WAL that removal wrote
-        (it holds no destroyed key). If this fails the record stays, and the next open
-        truncates an empty WAL once more: harmless."""
-        with suppress(sqlite3.Error):
-            if conn.execute(sql.GET_META, (PURGE_DUE,)).fetchone() is not None:
-                conn.execute(sql.DELETE_META, (PURGE_DUE,))
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
     def resume_purge(self, attempts: int = 100) -> bool:
         """At open, before serving: finish a purge that a crash or a full disk left due
         (retried for about five seconds while readers pin the WAL; still due after that,
         it is retried after every commit). True when none is due."""
         with self.write_lock:
             try:
-                due = self.writer.execute(sql.GET_META, (PURGE_DUE,)).fetchone() is not None
+                due = wal.purge_recorded(self.writer)
             except sqlite3.Error as error:
                 raise self._opening(error) from None
             return self.checkpoint(attempts) if due else True
@@ -391,7 +359,6 @@ class SQLiteDatabase:
 
 
 __all__ = [
-    "PURGE_DUE",
     "SQLiteDatabase",
     "Synchronous",
     "reason",
