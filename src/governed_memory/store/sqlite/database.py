@@ -263,21 +263,19 @@ class SQLiteDatabase:
 
     def checkpoint(self, attempts: int = 50) -> bool:
         """Purge the WAL: copy it into the database file and truncate it, without ever
-        waiting long for readers (hold the write lock). True when the purge is done.
+        waiting long for readers (hold the write lock). True when the WAL file is empty.
 
         A reader's open transaction (an export's snapshot, say) pins the WAL, and a full
-        disk fails the copy: then the purge is left due — in memory and, by the batch that
-        destroyed a key, in ``store_meta`` (:mod:`.wal`) — and tried again after
-        later commits, at close and at the next open, until the WAL file is empty. Only
-        then is the record removed. Never raises: the forget that asked has committed.
+        disk fails the copy: then the purge is left due and tried again after later
+        commits and at close; the batch that destroyed a key has recorded it in
+        ``store_meta`` as well, for the next open (:mod:`.wal`). Never raises: the forget
+        that asked has committed.
         """
         conn = self.writer
         try:
             conn.execute("PRAGMA busy_timeout = 0")
             try:
-                done = wal.truncate(conn, self.path.with_name(self.path.name + "-wal"), attempts)
-                if done:
-                    wal.forget_purge(conn)
+                done = wal.truncate(conn, self._wal, attempts)
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
         except sqlite3.Error:  # disk full, I/O error: the purge stays due
@@ -286,15 +284,25 @@ class SQLiteDatabase:
         return done
 
     def resume_purge(self, attempts: int = 100) -> bool:
-        """At open, before serving: finish a purge that a crash or a full disk left due
-        (retried for about five seconds while readers pin the WAL; still due after that,
-        it is retried after every commit). True when none is due."""
+        """At open, before serving: finish a purge recorded by a batch that destroyed a
+        key (a crash or a full disk may have kept it from finishing), then remove the
+        record. Retried for about five seconds while readers pin the WAL; still due after
+        that, it is retried after every commit and the record stays. True when none is
+        due."""
         with self.write_lock:
             try:
-                due = wal.purge_recorded(self.writer)
+                if not wal.purge_recorded(self.writer):
+                    return True
             except sqlite3.Error as error:
                 raise self._opening(error) from None
-            return self.checkpoint(attempts) if due else True
+            if not self.checkpoint(attempts):
+                return False
+            wal.forget_purge(self.writer, self._wal)
+            return True
+
+    @property
+    def _wal(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
 
     # -- life cycle -----------------------------------------------------------------------
 

@@ -4,9 +4,11 @@ A destroyed key's row is overwritten in place (``secure_delete``), but the WAL s
 the pages written before, key included, until a checkpoint copies the WAL into the
 database file and truncates it. That purge is made durable: the batch that destroys a key
 records it in ``store_meta`` (:data:`PURGE_DUE`) in its own transaction, so no crash can
-separate the two; a checkpoint that leaves the WAL file empty removes the record; and a
-store opened with the record set purges before anything else (see
-:meth:`.database.SQLiteDatabase.resume_purge`).
+separate the two, and a store opened with the record set purges before anything else,
+then removes the record (:meth:`.database.SQLiteDatabase.resume_purge`). While serving,
+the purge is done right after the commit, or retried after later ones; the record is not
+removed then, which would cost every forget another synced commit: a record left from a
+purge already done costs the next open one truncation of a WAL that is usually empty.
 """
 
 from __future__ import annotations
@@ -47,14 +49,20 @@ def purge_recorded(conn: sqlite3.Connection) -> bool:
     return conn.execute(sql.GET_META, (PURGE_DUE,)).fetchone() is not None
 
 
-def forget_purge(conn: sqlite3.Connection) -> None:
-    """Remove the record of a purge now done, and truncate the WAL that removal wrote (it
-    holds no destroyed key). If this fails the record stays, and the next open truncates
-    an empty WAL once more: harmless."""
+def forget_purge(conn: sqlite3.Connection, wal: Path) -> None:
+    """Remove the record of a purge just done — unless something committed since (the WAL
+    is not empty any more: perhaps another process's forget, which recorded its own). If
+    this fails the record stays, and the next open truncates the WAL once more: harmless.
+    """
     with suppress(sqlite3.Error):
-        if purge_recorded(conn):
-            conn.execute(sql.DELETE_META, (PURGE_DUE,))
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        conn.execute("BEGIN IMMEDIATE")  # no other process commits in between
+        try:
+            if _size(wal) == 0 and purge_recorded(conn):
+                conn.execute(sql.DELETE_META, (PURGE_DUE,))
+            conn.execute("COMMIT")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
 
 __all__ = ["PURGE_DUE", "forget_purge", "purge_recorded", "truncate"]
