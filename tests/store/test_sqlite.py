@@ -7,6 +7,7 @@ import os
 import secrets
 import sqlite3
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from governed_memory.records import (
 from governed_memory.service import MemoryService
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore, wal
+from governed_memory.store.sqlite import SQLiteStore, database, wal
 from governed_memory.store.sqlite.wal import PURGE_DUE
 from tests.support.fakes import FakeClock, body, principal, query
 
@@ -342,6 +343,29 @@ def test_a_checkpoint_that_fails_leaves_the_purge_due_and_never_raises(
     assert store.meta(PURGE_DUE) is not None
     monkeypatch.undo()
     assert store.checkpoint()
+
+
+def test_a_purge_left_due_is_tried_again_without_a_commit(
+    embedded: MemoryService, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the reader that pinned the WAL ends, the purge is done a few seconds later
+    even if nothing is written meanwhile."""
+    monkeypatch.setattr(database, "PURGE_RETRY_SECONDS", 0.05)
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    key = store.subject_key("acme", "customer-1")
+    assert key is not None
+    with store.snapshot():
+        embedded.forget_subject(WRITER, "customer-1")
+        time.sleep(0.2)  # retries meet the reader and are left due
+        assert store.database.checkpoint_due
+    deadline = time.monotonic() + 10
+    while store.database.checkpoint_due and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not store.database.checkpoint_due
+    for name, data in files_of(data_dir).items():
+        assert key.wrapped not in data, name
 
 
 def test_a_retention_sweep_under_an_open_reader_tries_each_purge_once(

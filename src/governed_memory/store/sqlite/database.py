@@ -34,6 +34,9 @@ from governed_memory.store.sqlite import sql, wal
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
+#: How long a purge left due waits before it is tried again without a commit.
+PURGE_RETRY_SECONDS = 5.0
+
 
 #: What a SQLite primary result code means, in words fit for an operator.
 _REASONS = {
@@ -119,6 +122,7 @@ class SQLiteDatabase:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self.checkpoint_due = False  # a forget's WAL truncation still to finish
+        self._retry: threading.Timer | None = None  # the next try of a due purge
         self.closed = False
 
     def _opening(self, error: sqlite3.Error) -> StoreUnavailable:
@@ -267,9 +271,9 @@ class SQLiteDatabase:
 
         A reader's open transaction (an export's snapshot, say) pins the WAL, and a full
         disk fails the copy: then the purge is left due and tried again after later
-        commits and at close; the batch that destroyed a key has recorded it in
-        ``store_meta`` as well, for the next open (:mod:`.wal`). Never raises: the forget
-        that asked has committed.
+        commits, every :data:`PURGE_RETRY_SECONDS` and at close; the batch that destroyed
+        a key has recorded it in ``store_meta`` as well, for the next open (:mod:`.wal`).
+        Never raises: the forget that asked has committed.
         """
         conn = self.writer
         try:
@@ -281,7 +285,23 @@ class SQLiteDatabase:
         except sqlite3.Error:  # disk full, I/O error: the purge stays due
             done = False
         self.checkpoint_due = not done
+        if not done:
+            self._retry_later()
         return done
+
+    def _retry_later(self) -> None:
+        """Try a due purge again in a few seconds, even if nothing commits meanwhile (an
+        idle server whose disk has room again, a reader that has ended)."""
+        if self._retry is None and not self.closed:
+            self._retry = threading.Timer(PURGE_RETRY_SECONDS, self._retry_now)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _retry_now(self) -> None:
+        with self.write_lock:
+            self._retry = None
+            if self.checkpoint_due and not self.closed:
+                self.checkpoint(attempts=1)  # still due: tried again later
 
     def resume_purge(self, attempts: int = 100) -> bool:
         """At open, before serving: finish a purge recorded by a batch that destroyed a
@@ -361,6 +381,8 @@ class SQLiteDatabase:
                 conn.close()
             self._readers.clear()
         with self.write_lock:
+            if self._retry is not None:
+                self._retry.cancel()
             if self.checkpoint_due:
                 self.checkpoint()  # a forget's pages must not stay in the WAL
             self.writer.close()
