@@ -7,6 +7,7 @@ import os
 import secrets
 import sqlite3
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from governed_memory.records import (
 from governed_memory.service import MemoryService
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.sqlite import SQLiteStore, database, wal
+from governed_memory.store.sqlite.wal import PURGE_DUE
 from tests.support.fakes import FakeClock, body, principal, query
 
 WRITER = principal()
@@ -277,6 +279,90 @@ def test_a_forget_during_an_open_reader_purges_the_wal_once_it_ends(
         embedded.forget_subject(WRITER, "customer-1")  # returns at once
     assert store.database.checkpoint_due
     embedded.write(WRITER, body(id="m2", subject_id="customer-2"))
+    assert not store.database.checkpoint_due
+    for name, data in files_of(data_dir).items():
+        assert key.wrapped not in data, name
+
+
+def test_a_forget_records_its_purge_in_its_own_transaction(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """The forget's commit holds the record of its purge (one transaction: no crash parts
+    them); the purge itself empties the WAL file."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    with store.snapshot():  # a reader keeps the purge from finishing
+        embedded.forget_subject(WRITER, "customer-1")
+    assert store.meta(PURGE_DUE) is not None
+    assert store.database.checkpoint_due
+    assert store.checkpoint()
+    assert (data_dir / "gmem.sqlite3-wal").stat().st_size == 0
+
+
+def test_a_store_opened_with_a_purge_recorded_purges_before_anything_else(
+    data_dir: Path,
+) -> None:
+    """A purge left recorded (a crash, a full disk) is done when the store opens: what the
+    WAL held is in the database file only, and the record is gone, before the first read."""
+    service = open_service(data_dir=data_dir)
+    service.write(WRITER, body(id="m1"))
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    key = store.subject_key("acme", "customer-1")
+    assert key is not None
+    store.replace_meta(PURGE_DUE, "due")
+    wal = data_dir / "gmem.sqlite3-wal"
+    assert key.wrapped in wal.read_bytes()
+    reopened = SQLiteStore(store.path)
+    try:
+        assert key.wrapped not in wal.read_bytes()
+        assert key.wrapped in (data_dir / "gmem.sqlite3").read_bytes()
+        assert reopened.meta(PURGE_DUE) is None
+        assert not reopened.database.checkpoint_due
+    finally:
+        reopened.close()
+        store.close()
+
+
+def test_a_checkpoint_that_fails_leaves_the_purge_due_and_never_raises(
+    embedded: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk error while copying the WAL (the forget has committed) is not the forget's
+    failure: the checkpoint answers False and the purge stays due, recorded."""
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+
+    def full(conn: sqlite3.Connection, path: Path, attempts: int) -> bool:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(wal, "truncate", full)
+    assert embedded.forget_subject(WRITER, "customer-1").affected == 1
+    assert store.database.checkpoint_due
+    assert store.meta(PURGE_DUE) is not None
+    monkeypatch.undo()
+    assert store.checkpoint()
+
+
+def test_a_purge_left_due_is_tried_again_without_a_commit(
+    embedded: MemoryService, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the reader that pinned the WAL ends, the purge is done a few seconds later
+    even if nothing is written meanwhile."""
+    monkeypatch.setattr(database, "PURGE_RETRY_SECONDS", 0.05)
+    embedded.write(WRITER, body(id="m1"))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    key = store.subject_key("acme", "customer-1")
+    assert key is not None
+    with store.snapshot():
+        embedded.forget_subject(WRITER, "customer-1")
+        time.sleep(0.2)  # retries meet the reader and are left due
+        assert store.database.checkpoint_due
+    deadline = time.monotonic() + 10
+    while store.database.checkpoint_due and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert not store.database.checkpoint_due
     for name, data in files_of(data_dir).items():
         assert key.wrapped not in data, name

@@ -18,6 +18,7 @@ others are committed again one by one, so only that one fails.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from typing import Any, TypeVar
 
@@ -224,7 +225,8 @@ class PostgresBatches:
             try:
                 cursor = _pipelined(conn, partial(_send_subject_key, conn, key))
             except psycopg.Error:
-                conn.rollback()
+                with suppress(psycopg.Error):  # a rollback failing must not hide the error
+                    conn.rollback()
                 raise
             row = cursor.fetchone()
         assert row is not None

@@ -2,7 +2,8 @@
 
 Read side by side with :mod:`governed_memory.store.postgres`: the same module names hold
 the same parts (``store``, ``database``, ``batch``, ``search``, ``bulk``, ``sql``), plus
-``top_k``, SQLite's threshold algorithm over the postings.
+``top_k``, SQLite's threshold algorithm over the postings, and ``wal``, the durable
+purge of the write-ahead log after a key is destroyed.
 """
 
 from governed_memory.store.sqlite.database import Synchronous

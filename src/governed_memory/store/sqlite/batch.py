@@ -37,7 +37,8 @@ from governed_memory.errors import (
 from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
-from governed_memory.store.sqlite.database import SQLiteDatabase, translate
+from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
+from governed_memory.store.sqlite.wal import PURGE_DUE
 
 ScopeKey = tuple[str, str, str]
 ScopeIds = MutableMapping[ScopeKey, int]
@@ -64,8 +65,7 @@ class SQLiteBatches:
             else:
                 conn.execute("COMMIT")
         except BaseException as error:  # the whole group failed to commit
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)  # a failed COMMIT may have rolled back already
             failure = (
                 translate(error)
                 if isinstance(error, Exception)
@@ -138,6 +138,8 @@ class SQLiteBatches:
         self._change_item_keys(conn, batch)
         if batch.destroy_key is not None:
             self._destroy_key(conn, batch.tenant_id, batch.destroy_key)
+        if batch.destroys_keys:  # durable with the destruction: see PURGE_DUE
+            conn.execute(sql.REPLACE_META, (PURGE_DUE, "due"))
         return stored
 
     @staticmethod

@@ -24,15 +24,18 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.migrations import scripts
-from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite import sql, wal
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+#: How long a purge left due waits before it is tried again without a commit.
+PURGE_RETRY_SECONDS = 5.0
 
 
 #: What a SQLite primary result code means, in words fit for an operator.
@@ -73,6 +76,15 @@ def translate(error: Exception) -> Exception:
     return error
 
 
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any. On a full disk SQLite may have rolled it
+    back itself when ``COMMIT`` failed; a ROLLBACK failing then must not replace the error
+    being handled (which says why), so its own failure is dropped."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
 def _statements(script: str) -> Iterator[str]:
     """Split a migration into complete statements (triggers contain semicolons)."""
     buffer = ""
@@ -110,6 +122,7 @@ class SQLiteDatabase:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self.checkpoint_due = False  # a forget's WAL truncation still to finish
+        self._retry: threading.Timer | None = None  # the next try of a due purge
         self.closed = False
 
     def _opening(self, error: sqlite3.Error) -> StoreUnavailable:
@@ -234,15 +247,15 @@ class SQLiteDatabase:
         """
         with self.write_lock:
             conn = self.writer
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 conn.execute("COMMIT")
             except sqlite3.Error as error:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise unavailable(error, "SQLite write failed") from None
             except BaseException:
-                conn.execute("ROLLBACK")
+                rollback(conn)
                 raise
 
     def write(self, sql: str, params: Sequence[Any]) -> list[Any]:
@@ -253,25 +266,63 @@ class SQLiteDatabase:
     # -- the WAL --------------------------------------------------------------------------
 
     def checkpoint(self, attempts: int = 50) -> bool:
-        """Truncate the WAL without ever waiting long for readers (hold the write lock).
+        """Purge the WAL: copy it into the database file and truncate it, without ever
+        waiting long for readers (hold the write lock). True when the WAL file is empty.
 
-        A reader's open transaction (an export's snapshot, say) pins the WAL; then the
-        checkpoint is left due and tried again after later commits, until it succeeds.
-        True when the WAL is empty.
+        A reader's open transaction (an export's snapshot, say) pins the WAL, and a full
+        disk fails the copy: then the purge is left due and tried again after later
+        commits, every :data:`PURGE_RETRY_SECONDS` and at close; the batch that destroyed
+        a key has recorded it in ``store_meta`` as well, for the next open (:mod:`.wal`).
+        Never raises: the forget that asked has committed.
         """
         conn = self.writer
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
-            for attempt in range(attempts):
-                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                if busy == 0:
-                    self.checkpoint_due = False
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                done = wal.truncate(conn, self._wal, attempts)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        except sqlite3.Error:  # disk full, I/O error: the purge stays due
+            done = False
+        self.checkpoint_due = not done
+        if not done:
+            self._retry_later()
+        return done
+
+    def _retry_later(self) -> None:
+        """Try a due purge again in a few seconds, even if nothing commits meanwhile (an
+        idle server whose disk has room again, a reader that has ended)."""
+        if self._retry is None and not self.closed:
+            self._retry = threading.Timer(PURGE_RETRY_SECONDS, self._retry_now)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _retry_now(self) -> None:
+        with self.write_lock:
+            self._retry = None
+            if self.checkpoint_due and not self.closed:
+                self.checkpoint(attempts=1)  # still due: tried again later
+
+    def resume_purge(self, attempts: int = 100) -> bool:
+        """At open, before serving: finish a purge recorded by a batch that destroyed a
+        key (a crash or a full disk may have kept it from finishing), then remove the
+        record. Retried for about five seconds while readers pin the WAL; still due after
+        that, it is retried after every commit and the record stays. True when none is
+        due."""
+        with self.write_lock:
+            try:
+                if not wal.purge_recorded(self.writer):
                     return True
-                time.sleep(0.001 * (attempt + 1))
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        self.checkpoint_due = True
-        return False
+            except sqlite3.Error as error:
+                raise self._opening(error) from None
+            if not self.checkpoint(attempts):
+                return False
+            wal.forget_purge(self.writer, self._wal)
+            return True
+
+    @property
+    def _wal(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -317,7 +368,7 @@ class SQLiteDatabase:
                         applied.append(number)
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    rollback(conn)
                     raise
         return applied
 
@@ -330,9 +381,18 @@ class SQLiteDatabase:
                 conn.close()
             self._readers.clear()
         with self.write_lock:
+            if self._retry is not None:
+                self._retry.cancel()
             if self.checkpoint_due:
                 self.checkpoint()  # a forget's pages must not stay in the WAL
             self.writer.close()
 
 
-__all__ = ["SQLiteDatabase", "Synchronous", "reason", "translate", "unavailable"]
+__all__ = [
+    "SQLiteDatabase",
+    "Synchronous",
+    "reason",
+    "rollback",
+    "translate",
+    "unavailable",
+]

@@ -93,6 +93,7 @@ REPLACE_META = (
     "INSERT INTO store_meta (name, value) VALUES (?, ?) "
     "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
+DELETE_META = "DELETE FROM store_meta WHERE name = ?"
 REVOKE_API_KEY = (
     "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ? RETURNING key_id"
 )

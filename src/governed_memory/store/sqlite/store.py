@@ -62,6 +62,8 @@ class SQLiteStore(SQLReads):
         self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
         self._search = SQLiteSearch(self.database)
         self.migrate()
+        if not read_only:
+            self.database.resume_purge()  # a destroyed key must not outlive a crash in the WAL
 
     @classmethod
     def in_directory(cls, directory: str | Path, **options: Any) -> SQLiteStore:
