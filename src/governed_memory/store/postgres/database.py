@@ -21,7 +21,9 @@ from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
+from governed_memory.codec import EVENT_COLUMNS
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
+from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.probe import probe
@@ -172,6 +174,8 @@ class PostgresDatabase:
                 if number in done:
                     continue
                 conn.execute(script.encode("utf-8"))
+                if number == CHAIN_MIGRATION:
+                    _fill_chain(conn)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES "
                     "(%s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)",
@@ -193,6 +197,18 @@ class PostgresDatabase:
         with self.write_lock:
             self.closed = True
             self._pool.close()
+
+
+def _fill_chain(conn: Connection) -> None:
+    """Link the events stored before the chain existed (migration 8's transaction)."""
+    with conn.cursor(name="gm_fill_chain") as rows, conn.cursor() as writer:
+        rows.execute(f"SELECT position, {', '.join(EVENT_COLUMNS)} FROM events ORDER BY position")
+        fill(
+            rows,
+            lambda links: writer.executemany(
+                "UPDATE events SET prev_hash = %s, hash = %s WHERE position = %s", links
+            ),
+        )
 
 
 __all__ = ["Connection", "PostgresDatabase", "lock_key", "translate"]

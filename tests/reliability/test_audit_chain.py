@@ -1,0 +1,207 @@
+"""The tamper-evident log (issue 13): each event carries the hash of its tenant's previous
+event, and verifying the chain names the first event edited, deleted, inserted or moved.
+
+The stores are tampered with as an intruder with the database would: raw SQL, the
+append-only triggers dropped first. Every case runs on SQLite and PostgreSQL (the
+in-memory store keeps the same chain and verifies clean).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governed_memory.chain import GENESIS, next_hash
+from governed_memory.crypto import Keyring
+from governed_memory.ports import Store
+from governed_memory.service import MemoryService
+from governed_memory.service.chain_audit import (
+    EDITED,
+    MISPLACED,
+    UNCHAINED,
+    chain_heads,
+    verify_chain,
+)
+from governed_memory.store.postgres import PostgresStore
+from governed_memory.store.sqlite import SQLiteStore
+from tests.conftest import make_store
+from tests.support.fakes import FakeClock, body, principal
+
+WRITER = principal()
+OTHER = principal(tenant="globex")
+
+SQL_BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from make_store(request.param, tmp_path)
+
+
+def tamper(store: Store, *statements: str) -> None:
+    """Run raw SQL on the store's database with the append-only triggers out of the way."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            for trigger in ("events_refuse_update", "events_refuse_delete"):
+                conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+            conn.execute("DROP TRIGGER IF EXISTS events_refuse_rechain")
+            for statement in statements:
+                conn.execute(statement.replace("%s", "?"))
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    assert isinstance(store, PostgresStore)
+    with store.database.connection() as conn, conn.transaction():
+        conn.execute("ALTER TABLE events DISABLE TRIGGER USER")
+        for statement in statements:
+            conn.execute(statement.encode("utf-8"))
+        conn.execute("ALTER TABLE events ENABLE TRIGGER USER")
+
+
+def seeded(store: Store) -> MemoryService:
+    """Two tenants, interleaved: acme at positions 1, 2, 4, 5; globex at 3."""
+    service = MemoryService(store, Keyring(bytes(range(32))), clock=FakeClock())
+    service.write(WRITER, body(id="a", content="Prefers email."))
+    service.write(WRITER, body(id="a", content="Prefers phone.", expected_version=1))
+    service.write(OTHER, body(id="g", content="Another tenant."))
+    service.write(WRITER, body(id="b", content="Lives in Lyon."))
+    service.write(WRITER, body(id="c", content="Speaks French."))
+    assert [e.event.tenant_id for e in store.events_after(None, 0, 10)] == [
+        "acme",
+        "acme",
+        "globex",
+        "acme",
+        "acme",
+    ]
+    return service
+
+
+def only_break(store: Store) -> tuple[str, int, str]:
+    report = verify_chain(store)
+    assert len(report.breaks) == 1, report.breaks
+    found = report.breaks[0]
+    return found.tenant_id, found.position, found.problem
+
+
+def test_every_backend_chains_each_tenants_events_and_verifies_clean(store: Store) -> None:
+    """Each event's prev hash is its tenant's previous event's hash (the first follows
+    GENESIS), its hash is computed from its stored columns, and the log verifies clean."""
+    seeded(store)
+    links = store.chain_links(None, 0, 10)
+    previous: dict[str, bytes] = {}
+    for link in links:
+        assert link.prev_hash == previous.get(link.tenant_id, GENESIS)
+        assert link.hash == next_hash(link.prev_hash, link.columns)
+        previous[link.tenant_id] = link.hash
+    report = verify_chain(store)
+    assert (report.ok, report.events, report.tenants) == (True, 5, 2)
+    heads = {h.tenant_id: (h.position, h.hash, h.events) for h in chain_heads(store)}
+    assert heads == {
+        "acme": (5, previous["acme"].hex(), 4),
+        "globex": (3, previous["globex"].hex(), 1),
+    }
+
+
+def test_an_edited_event_is_named_by_its_position(sql_store: Store) -> None:
+    """Changing one stored column (the actor) breaks the chain at that event."""
+    seeded(sql_store)
+    tamper(sql_store, "UPDATE events SET actor = 'someone-else' WHERE position = 2")
+    assert only_break(sql_store) == ("acme", 2, EDITED)
+
+
+def test_edited_sealed_content_is_an_edited_event(sql_store: Store) -> None:
+    """The payload is hashed as stored, ciphertext included: one changed byte of the
+    sealed content shows without any key."""
+    seeded(sql_store)
+    tamper(
+        sql_store,
+        'UPDATE events SET payload = replace(payload, \'"content":"A\', \'"content":"B\') '
+        "WHERE position = 4",
+    )
+    (row,) = sql_store.chain_links("acme", 2, 1)
+    assert '"content":"B' in row.columns[-1]
+    assert only_break(sql_store) == ("acme", 4, EDITED)
+
+
+def test_a_deleted_event_is_named_by_the_event_after_it(sql_store: Store) -> None:
+    """Deleting an event leaves the next one pointing at a hash that is no longer there."""
+    seeded(sql_store)
+    tamper(sql_store, "DELETE FROM events WHERE position = 2")
+    assert only_break(sql_store) == ("acme", 4, MISPLACED)
+
+
+def test_an_inserted_event_is_found_even_with_its_hashes_computed(sql_store: Store) -> None:
+    """An event forged into a gap of the tenant's positions, with a correctly computed
+    chain of its own, still breaks the link of the event after it."""
+    seeded(sql_store)
+    first = sql_store.chain_links("acme", 1, 1)[0]  # position 2
+    columns = list(first.columns)
+    columns[0] = "forged-event-id"
+    forged_hash = next_hash(first.hash or b"", columns)
+    names = "event_id, type, tenant_id, memory_id, subject_id, version, occurred_at, actor, "
+    names += "idempotency_key, schema_version, payload"
+    tamper(sql_store, "DELETE FROM events WHERE position = 3")
+    insert = (
+        f"INSERT INTO events (position, {names}, prev_hash, hash) "
+        f"VALUES (3, {', '.join(['%s'] * len(columns))}, %s, %s)"
+    )
+    _run(sql_store, insert, (*columns, first.hash, forged_hash))
+    assert only_break(sql_store) == ("acme", 4, MISPLACED)
+
+
+def test_an_event_inserted_without_hashes_is_named_by_its_position(sql_store: Store) -> None:
+    """A row written past the store, without chain hashes, is named itself."""
+    seeded(sql_store)
+    names = "position, event_id, type, tenant_id, memory_id, subject_id, version, "
+    names += "occurred_at, actor, idempotency_key, schema_version, payload"
+    tamper(
+        sql_store,
+        f"INSERT INTO events ({names}) SELECT 6, 'forged', type, tenant_id, memory_id, "
+        "subject_id, version, occurred_at, actor, idempotency_key, schema_version, payload "
+        "FROM events WHERE position = 5",
+    )
+    assert only_break(sql_store) == ("acme", 6, UNCHAINED)
+
+
+def test_reordered_events_are_named_by_the_first_moved_position(sql_store: Store) -> None:
+    """Swapping two events of a tenant, hashes and all, breaks the chain where the first
+    of them now stands."""
+    seeded(sql_store)
+    tamper(
+        sql_store,
+        "UPDATE events SET position = 100 WHERE position = 2",
+        "UPDATE events SET position = 2 WHERE position = 4",
+        "UPDATE events SET position = 4 WHERE position = 100",
+    )
+    assert only_break(sql_store) == ("acme", 2, MISPLACED)
+
+
+def test_one_broken_tenant_leaves_the_others_verified(sql_store: Store) -> None:
+    """A break is reported per tenant: globex stays clean while acme is broken, and every
+    event is still counted."""
+    seeded(sql_store)
+    tamper(sql_store, "UPDATE events SET occurred_at = occurred_at + 1 WHERE position = 1")
+    report = verify_chain(sql_store)
+    assert [(b.tenant_id, b.position) for b in report.breaks] == [("acme", 1)]
+    assert (report.events, report.tenants) == (5, 2)
+
+
+def _run(store: Store, statement: str, params: tuple[Any, ...]) -> None:
+    """One parameterized statement on the store's database, triggers out of the way."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            conn.execute(statement.replace("%s", "?"), params)
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    assert isinstance(store, PostgresStore)
+    with store.database.connection() as pg, pg.transaction():
+        pg.execute(statement, params)
