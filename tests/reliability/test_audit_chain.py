@@ -35,6 +35,19 @@ WRITER = principal()
 OTHER = principal(tenant="globex")
 
 SQL_BACKENDS = ["sqlite", "postgres"]
+#: An event forged at position 3 with its chain hashes given (``%s``: each backend's mark).
+FORGE = (
+    "INSERT INTO events (position, event_id, type, tenant_id, memory_id, subject_id, "
+    "version, occurred_at, actor, idempotency_key, schema_version, payload, prev_hash, hash) "
+    "VALUES (3, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+#: A copy of event 5 at position 6, without chain hashes.
+COPY_UNCHAINED = (
+    "INSERT INTO events (position, event_id, type, tenant_id, memory_id, subject_id, "
+    "version, occurred_at, actor, idempotency_key, schema_version, payload) "
+    "SELECT 6, 'forged', type, tenant_id, memory_id, subject_id, version, occurred_at, "
+    "actor, idempotency_key, schema_version, payload FROM events WHERE position = 5"
+)
 
 
 @pytest.fixture(params=SQL_BACKENDS)
@@ -144,28 +157,15 @@ def test_an_inserted_event_is_found_even_with_its_hashes_computed(sql_store: Sto
     columns = list(first.columns)
     columns[0] = "forged-event-id"
     forged_hash = next_hash(first.hash or b"", columns)
-    names = "event_id, type, tenant_id, memory_id, subject_id, version, occurred_at, actor, "
-    names += "idempotency_key, schema_version, payload"
     tamper(sql_store, "DELETE FROM events WHERE position = 3")
-    insert = (
-        f"INSERT INTO events (position, {names}, prev_hash, hash) "
-        f"VALUES (3, {', '.join(['%s'] * len(columns))}, %s, %s)"
-    )
-    _run(sql_store, insert, (*columns, first.hash, forged_hash))
+    _run(sql_store, FORGE, (*columns, first.hash, forged_hash))
     assert only_break(sql_store) == ("acme", 4, MISPLACED)
 
 
 def test_an_event_inserted_without_hashes_is_named_by_its_position(sql_store: Store) -> None:
     """A row written past the store, without chain hashes, is named itself."""
     seeded(sql_store)
-    names = "position, event_id, type, tenant_id, memory_id, subject_id, version, "
-    names += "occurred_at, actor, idempotency_key, schema_version, payload"
-    tamper(
-        sql_store,
-        f"INSERT INTO events ({names}) SELECT 6, 'forged', type, tenant_id, memory_id, "
-        "subject_id, version, occurred_at, actor, idempotency_key, schema_version, payload "
-        "FROM events WHERE position = 5",
-    )
+    tamper(sql_store, COPY_UNCHAINED)
     assert only_break(sql_store) == ("acme", 6, UNCHAINED)
 
 
