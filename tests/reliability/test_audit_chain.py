@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from governed_memory.chain import GENESIS, next_hash
+from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
@@ -28,11 +30,13 @@ from governed_memory.service.chain_audit import (
 )
 from governed_memory.store.postgres import PostgresStore
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import make_store
+from tests.conftest import make_store, postgres_dsn
+from tests.contract import test_retention as contract_retention
 from tests.support.fakes import FakeClock, body, principal
 
 WRITER = principal()
 OTHER = principal(tenant="globex")
+DPO = principal(name="dpo", scopes={Scope.SUBJECT_FORGET, Scope.MEMORY_READ})
 
 SQL_BACKENDS = ["sqlite", "postgres"]
 #: An event forged at position 3 with its chain hashes given (``%s``: each backend's mark).
@@ -203,5 +207,95 @@ def _run(store: Store, statement: str, params: tuple[Any, ...]) -> None:
             conn.close()
         return
     assert isinstance(store, PostgresStore)
-    with store.database.connection() as pg, pg.transaction():
-        pg.execute(statement, params)
+    dsn = postgres_dsn()
+    assert dsn is not None and store.schema is not None
+    with psycopg.connect(dsn, options=f"-c search_path={store.schema}") as pg:
+        pg.execute(statement.encode("utf-8"), params)
+
+
+def test_forget_erase_and_retention_leave_the_chain_verifiable(
+    store: Store, clock: FakeClock
+) -> None:
+    """Destroying keys rewrites no event: after an erase, retention and a forget, the
+    whole log still verifies clean and the old events keep their hashes."""
+    service = MemoryService(
+        store, Keyring(bytes(range(32))), clock=clock, retention=contract_retention.POLICY
+    )
+    contract_retention.seed(service, clock)
+    before = {link.position: link.hash for link in store.chain_links(None, 0, 100)}
+    service.erase(DPO, "live")
+    clock.advance(days=30)
+    assert service.apply_retention().destroyed == 4
+    service.forget_subject(DPO, "customer-1")
+    after = {link.position: link.hash for link in store.chain_links(None, 0, 100)}
+    assert len(after) > len(before)
+    assert {p: h for p, h in after.items() if p in before} == before
+    report = verify_chain(store)
+    assert (report.ok, report.events) == (True, len(after))
+
+
+def test_the_append_only_triggers_still_refuse_changing_a_chained_event(
+    sql_store: Store,
+) -> None:
+    """Migration 0008 lets the store set the chain of an unchained event only: the hashes
+    of a chained event, like its columns, cannot be updated."""
+    seeded(sql_store)
+    for statement in (
+        "UPDATE events SET hash = prev_hash WHERE position = 1",
+        "UPDATE events SET actor = 'x' WHERE position = 1",
+        "DELETE FROM events WHERE position = 1",
+    ):
+        with pytest.raises((sqlite3.DatabaseError, psycopg.Error), match="append-only"):
+            _run(sql_store, statement, ())
+
+
+SQLITE_BEFORE_0008 = (
+    "DROP TRIGGER events_refuse_rechain",
+    "DROP TRIGGER events_refuse_update",
+    "ALTER TABLE events DROP COLUMN prev_hash",
+    "ALTER TABLE events DROP COLUMN hash",
+    "CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events BEGIN "
+    "SELECT RAISE(ABORT, 'the event log is append-only: UPDATE refused'); END",
+    "DELETE FROM schema_migrations WHERE version = 8",
+)
+POSTGRES_BEFORE_0008 = (
+    "ALTER TABLE events DROP COLUMN prev_hash, DROP COLUMN hash",
+    "CREATE OR REPLACE FUNCTION events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'the event log is append-only: % refused', TG_OP; END; $$",
+    "DELETE FROM schema_migrations WHERE version = 8",
+)
+
+
+def test_a_store_made_before_the_chain_is_chained_by_its_migration(
+    sql_store: Store, tmp_path: Path
+) -> None:
+    """Migration 0008 links the events an older store holds, in its own transaction: the
+    reopened store verifies clean, with the very hashes the store computes on commit,
+    and the next write extends the chain."""
+    service = seeded(sql_store)
+    chained = sql_store.chain_links(None, 0, 100)
+    if isinstance(sql_store, SQLiteStore):
+        sql_store.close()
+        conn = sqlite3.connect(sql_store.path)
+        for statement in SQLITE_BEFORE_0008:
+            conn.execute(statement)
+        conn.commit()
+        conn.close()
+        reopened: Store = SQLiteStore(sql_store.path)
+    else:
+        assert isinstance(sql_store, PostgresStore)
+        with sql_store.database.connection() as conn, conn.transaction():
+            for statement in POSTGRES_BEFORE_0008:
+                conn.execute(statement.encode("utf-8"))
+        dsn = postgres_dsn()
+        assert dsn is not None
+        reopened = PostgresStore(dsn, schema=sql_store.schema)
+    try:
+        assert reopened.chain_links(None, 0, 100) == chained
+        MemoryService(reopened, service.keyring, clock=FakeClock()).write(
+            WRITER, body(id="d", content="After the upgrade.")
+        )
+        report = verify_chain(reopened)
+        assert (report.ok, report.events) == (True, 6)
+    finally:
+        reopened.close()

@@ -61,7 +61,7 @@ def _bytes_or_none(value: object) -> bytes | None:
     return None if value is None else bytes(value)  # type: ignore[call-overload]
 
 
-def fill(rows: Iterable[Sequence[Any]], update: Callable[[list[tuple[Any, ...]]], None]) -> int:
+def fill(rows: Iterable[Sequence[Any]], update: Callable[[list[tuple[Any, ...]]], object]) -> int:
     """Link events stored before the chain existed: ``rows`` are ``position`` and the event
     columns, in position order; ``update`` stores ``(prev_hash, hash, position)`` tuples.
     How many events it linked."""
