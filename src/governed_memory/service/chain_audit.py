@@ -7,13 +7,15 @@ is named with what is wrong; the rest of that tenant is not judged, since one br
 every later hash disagree. Nothing here needs the master key, and no content is read:
 the payload is hashed as the ciphertext it stores.
 
-What a chain cannot show: a tenant's last events deleted, or its whole log rewritten with
-hashes computed again. Record the heads elsewhere (``gmem audit head``) and compare.
+What a chain alone cannot show: a tenant's last events deleted, or its whole log rewritten
+with hashes computed again (they are not secret). Record the heads elsewhere (``gmem audit
+head``) and give them back to ``verify``: a recorded head that is gone or differs is a
+break too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from governed_memory.chain import GENESIS, next_hash
@@ -28,6 +30,12 @@ MISPLACED = (
     "inserted or moved"
 )
 EDITED = "its hash does not match its stored columns: the event was edited"
+REWRITTEN = "its hash is not the one recorded for it: the log was rewritten from here or before"
+TRUNCATED = (
+    "the head recorded at this position is gone: the tenant's events from here on were deleted"
+)
+#: A head recorded earlier: its position and hash.
+Recorded = tuple[int, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,27 +97,38 @@ def problem_of(link: ChainLink, previous: bytes) -> str | None:
     return None if computed == link.hash else EDITED
 
 
-def verify_tenant(log: EventLog, tenant_id: str) -> tuple[int, ChainBreak | None]:
-    """How many events the tenant has, and the first that breaks its chain, if any."""
-    previous, count, found = GENESIS, 0, None
+def verify_tenant(
+    log: EventLog, tenant_id: str, recorded: Recorded | None = None
+) -> tuple[int, ChainBreak | None]:
+    """How many events the tenant has, and the first that breaks its chain, if any;
+    ``recorded``: a head recorded earlier, which must still be in the chain."""
+    previous, count, found, seen = GENESIS, 0, None, False
     for link in links_of(log, tenant_id):
         count += 1
         if found is not None:
             continue  # counted, not judged: every later hash disagrees after a break
         problem = problem_of(link, previous)
+        if problem is None and recorded is not None and link.position == recorded[0]:
+            seen = True
+            problem = None if link.hash == recorded[1] else REWRITTEN
         if problem is not None:
             found = ChainBreak(tenant_id, link.position, problem)
         else:
             previous = link.hash or GENESIS
+    if found is None and recorded is not None and not seen:
+        found = ChainBreak(tenant_id, recorded[0], TRUNCATED)
     return count, found
 
 
-def verify_chain(log: EventLog) -> ChainReport:
-    """Verify every tenant's chain; each broken tenant's first bad event."""
+def verify_chain(log: EventLog, recorded: Mapping[str, Recorded] | None = None) -> ChainReport:
+    """Verify every tenant's chain, and that each head ``recorded`` (tenant → position
+    and hash, from an earlier ``gmem audit head``) is still in it; each broken tenant's
+    first bad event."""
+    recorded = recorded or {}
     events, tenants, breaks = 0, 0, []
-    for tenant in log.tenants():
-        count, found = verify_tenant(log, tenant)
-        events, tenants = events + count, tenants + 1
+    for tenant in sorted(set(log.tenants()) | set(recorded)):
+        count, found = verify_tenant(log, tenant, recorded.get(tenant))
+        events, tenants = events + count, tenants + (count > 0)
         if found is not None:
             breaks.append(found)
     return ChainReport(events, tenants, breaks)
@@ -132,6 +151,7 @@ __all__ = [
     "ChainBreak",
     "ChainHead",
     "ChainReport",
+    "Recorded",
     "chain_heads",
     "links_of",
     "problem_of",
