@@ -154,6 +154,32 @@ def test_edited_sealed_content_is_an_edited_event(sql_store: Store) -> None:
     assert only_break(sql_store) == ("acme", 4, EDITED)
 
 
+def test_a_hash_of_another_type_is_reported_not_a_crash(tmp_path: Path) -> None:
+    """SQLite keeps any type in any column: a hash edited into text or a number is an
+    edited event, and the event after it is out of place, never an error of the tool."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    try:
+        seeded(store)
+        tamper(store, "UPDATE events SET hash = 'abc' WHERE position = 1")
+        assert only_break(store) == ("acme", 1, EDITED)
+        tamper(store, "UPDATE events SET hash = 7, prev_hash = 3.5 WHERE position = 1")
+        assert only_break(store) == ("acme", 1, MISPLACED)
+    finally:
+        store.close()
+
+
+def test_an_event_moved_to_another_tenant_breaks_both_chains(sql_store: Store) -> None:
+    """An event moved from acme to globex follows nothing of globex's, and acme's next
+    event no longer follows its previous one: both tenants are named."""
+    seeded(sql_store)
+    tamper(sql_store, "UPDATE events SET tenant_id = 'globex' WHERE position = 4")
+    report = verify_chain(sql_store)
+    assert [(b.tenant_id, b.position, b.problem) for b in report.breaks] == [
+        ("acme", 5, MISPLACED),
+        ("globex", 4, MISPLACED),
+    ]
+
+
 def test_a_deleted_event_is_named_by_the_event_after_it(sql_store: Store) -> None:
     """Deleting an event leaves the next one pointing at a hash that is no longer there."""
     seeded(sql_store)

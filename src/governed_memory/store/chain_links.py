@@ -58,7 +58,13 @@ def link_from_row(row: Sequence[Any]) -> ChainLink:
 
 
 def _bytes_or_none(value: object) -> bytes | None:
-    return None if value is None else bytes(value)  # type: ignore[call-overload]
+    """A stored hash as bytes; a value of another type (only a hand-edited row holds one)
+    becomes bytes that match no hash, so that verifying reports it instead of failing."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return repr(value).encode("utf-8", "backslashreplace")
 
 
 def fill(rows: Iterable[Sequence[Any]], update: Callable[[list[tuple[Any, ...]]], object]) -> int:
