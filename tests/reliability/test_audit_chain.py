@@ -39,6 +39,7 @@ from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import make_store, postgres_dsn
 from tests.contract import test_retention as contract_retention
 from tests.support.fakes import FakeClock, body, principal
+from tests.support.postgres import fresh_schema
 from tests.support.processes import GMEM
 from tests.support.threads import race
 
@@ -551,3 +552,27 @@ def test_two_postgres_instances_writing_at_once_link_one_chain() -> None:
         second.close()
         first.drop_schema()
         first.close()
+
+
+def test_gmem_audit_verify_names_the_first_break_on_postgresql() -> None:
+    """The same command on a PostgreSQL database URL: clean, then the tampered position."""
+    dsn = postgres_dsn()
+    assert dsn is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GMEM_")}
+    command = [GMEM, "audit", "verify"]
+    with fresh_schema(dsn) as url:
+        store = PostgresStore(url)
+        try:
+            seeded(store)
+            clean = subprocess.run(
+                [*command, "--database-url", url], capture_output=True, text=True, env=env
+            )
+            assert (clean.returncode, clean.stdout) == (0, "clean: 5 event(s) in 2 tenant(s)\n")
+            tamper(store, "UPDATE events SET actor = 'someone-else' WHERE position = 4")
+        finally:
+            store.close()
+        broken = subprocess.run(
+            [*command, "--database-url", url], capture_output=True, text=True, env=env
+        )
+    assert broken.returncode == 1
+    assert broken.stdout == f"broken: tenant acme, position 4: {EDITED}\n"
