@@ -21,7 +21,6 @@ from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from governed_memory.codec import EVENT_COLUMNS
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
@@ -202,13 +201,8 @@ class PostgresDatabase:
 def _fill_chain(conn: Connection) -> None:
     """Link the events stored before the chain existed (migration 8's transaction)."""
     with conn.cursor(name="gm_fill_chain") as rows, conn.cursor() as writer:
-        rows.execute(f"SELECT position, {', '.join(EVENT_COLUMNS)} FROM events ORDER BY position")
-        fill(
-            rows,
-            lambda links: writer.executemany(
-                "UPDATE events SET prev_hash = %s, hash = %s WHERE position = %s", links
-            ),
-        )
+        rows.execute(sql.UNCHAINED_EVENTS)
+        fill(rows, lambda links: writer.executemany(sql.SET_CHAIN, links))
 
 
 __all__ = ["Connection", "PostgresDatabase", "lock_key", "translate"]

@@ -84,6 +84,9 @@ TENANT_CHAIN_AFTER = (
     CHAIN_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"
 )
 TENANT_HEAD_HASH = "SELECT hash FROM events WHERE tenant_id = %s ORDER BY position DESC LIMIT 1"
+# Migration 8 links the events stored before the chain (chain_links.fill).
+UNCHAINED_EVENTS = EVENT_SELECT + " ORDER BY position"
+SET_CHAIN = "UPDATE events SET prev_hash = %s, hash = %s WHERE position = %s"
 TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
 HEAD = "SELECT coalesce(max(position), 0) FROM events"
 TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = %s"

@@ -28,7 +28,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from governed_memory.codec import EVENT_COLUMNS
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
@@ -90,15 +89,8 @@ def _statements(script: str) -> Iterator[str]:
 
 def _fill_chain(conn: sqlite3.Connection) -> None:
     """Link the events stored before the chain existed (migration 8's transaction)."""
-    rows = conn.execute(
-        f"SELECT position, {', '.join(EVENT_COLUMNS)} FROM events ORDER BY position"
-    )
-    fill(
-        rows,
-        lambda links: conn.executemany(
-            "UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?", links
-        ),
-    )
+    rows = conn.execute(sql.UNCHAINED_EVENTS)
+    fill(rows, lambda links: conn.executemany(sql.SET_CHAIN, links))
 
 
 class SQLiteDatabase:
