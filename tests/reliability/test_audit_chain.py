@@ -8,10 +8,7 @@ in-memory store keeps the same chain and verifies clean).
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +20,11 @@ import pytest
 from governed_memory.chain import GENESIS, next_hash
 from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
-from governed_memory.errors import ValidationError
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.service.chain_audit import (
     EDITED,
     MISPLACED,
-    TRUNCATED,
     UNCHAINED,
     chain_heads,
     verify_chain,
@@ -39,8 +34,6 @@ from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import make_store, postgres_dsn
 from tests.contract import test_retention as contract_retention
 from tests.support.fakes import FakeClock, body, principal
-from tests.support.postgres import fresh_schema
-from tests.support.processes import GMEM
 from tests.support.threads import race
 
 WRITER = principal()
@@ -336,181 +329,6 @@ def test_a_store_made_before_the_chain_is_chained_by_its_migration(
         reopened.close()
 
 
-def exported(store: Store) -> list[str]:
-    """The lines of an export of :func:`seeded`'s two tenants."""
-    service = seeded(store)
-    return [json.dumps(record) for record in service.maintenance.export()]
-
-
-def import_into(tmp_path: Path, lines: list[str]) -> tuple[Store, str | None]:
-    """Import ``lines`` into a fresh SQLite store: the store, and the refusal if any."""
-    target = SQLiteStore(tmp_path / "imported.sqlite3")
-    service = MemoryService(target, Keyring(bytes(range(32))), clock=FakeClock())
-    try:
-        service.maintenance.import_log(lines)
-    except ValidationError as error:
-        return target, error.detail
-    return target, None
-
-
-def event_line(lines: list[str], position: int) -> int:
-    return next(i for i, line in enumerate(lines) if json.loads(line).get("position") == position)
-
-
-def test_an_export_carries_the_chain_and_its_import_keeps_the_heads(
-    sql_store: Store, tmp_path: Path
-) -> None:
-    """Each exported event holds its prev hash and hash; the imported store verifies
-    clean and has the same heads as the store exported (PostgreSQL → SQLite too)."""
-    lines = exported(sql_store)
-    links = {link.position: link for link in sql_store.chain_links(None, 0, 10)}
-    for line in lines:
-        record = json.loads(line)
-        if record["record"] == "event":
-            link = links[record["position"]]
-            assert (record["prev_hash"], record["hash"]) == (
-                (link.prev_hash or b"").hex(),
-                (link.hash or b"").hex(),
-            )
-    target, refused = import_into(tmp_path, lines)
-    try:
-        assert refused is None
-        assert verify_chain(target).ok
-        assert chain_heads(target) == chain_heads(sql_store)
-    finally:
-        target.close()
-
-
-@pytest.mark.parametrize(
-    ("change", "problem"),
-    [
-        ("edit", EDITED),
-        ("delete", MISPLACED),
-        ("swap", MISPLACED),
-    ],
-    ids=["edited", "deleted", "swapped"],
-)
-def test_an_import_refuses_a_tampered_export_naming_the_first_bad_record(
-    tmp_path: Path, change: str, problem: str
-) -> None:
-    """An export with an event edited, deleted or two swapped is refused in one line that
-    names the record's line, tenant and position; nothing is written."""
-    source = SQLiteStore(tmp_path / "source.sqlite3")
-    lines = exported(source)
-    source.close()
-    second, fourth = event_line(lines, 2), event_line(lines, 4)
-    if change == "edit":
-        record = json.loads(lines[second])
-        record["actor"] = "someone-else"
-        lines[second] = json.dumps(record)
-        expected = (second + 1, 2)
-    elif change == "delete":
-        del lines[second]
-        expected = (event_line(lines, 4) + 1, 4)
-    else:
-        lines[second], lines[fourth] = lines[fourth], lines[second]
-        for index, position in ((second, 2), (fourth, 4)):
-            record = json.loads(lines[index])
-            record["position"] = position
-            lines[index] = json.dumps(record)
-        expected = (second + 1, 2)
-    target, refused = import_into(tmp_path, lines)
-    try:
-        assert refused == (
-            f"line {expected[0]} breaks the hash chain of tenant 'acme' at position "
-            f"{expected[1]}: {problem}; nothing was imported"
-        )
-        assert target.head() == 0
-    finally:
-        target.close()
-
-
-def test_an_export_from_before_the_chain_imports_and_a_partly_chained_one_does_not(
-    tmp_path: Path,
-) -> None:
-    """Without any hashes (an export made before the chain) the events are imported and
-    chained as they are written; with the hashes stripped from one event only, refused."""
-    source = SQLiteStore(tmp_path / "source.sqlite3")
-    lines = exported(source)
-    source.close()
-
-    def stripped(line: str) -> str:
-        record = json.loads(line)
-        record.pop("prev_hash", None)
-        record.pop("hash", None)
-        return json.dumps(record)
-
-    partly = list(lines)
-    partly[event_line(lines, 4)] = stripped(partly[event_line(lines, 4)])
-    target, refused = import_into(tmp_path / "partly", partly)
-    assert refused is not None and refused.startswith(f"line {event_line(lines, 4) + 1} lacks")
-    target.close()
-    target, refused = import_into(tmp_path / "old", [stripped(line) for line in lines])
-    try:
-        assert refused is None and verify_chain(target).ok
-    finally:
-        target.close()
-
-
-def audit(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``gmem audit *args --data-dir data`` as a process, without GMEM_* variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GMEM_")}
-    return subprocess.run(
-        [GMEM, "audit", *args, "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-
-
-def tamper_dir(data: Path, statement: str) -> None:
-    store = SQLiteStore.in_directory(data)
-    try:
-        tamper(store, statement)
-    finally:
-        store.close()
-
-
-def test_gmem_audit_verify_and_head_on_a_tampered_store(tmp_path: Path) -> None:
-    """``gmem audit verify`` exits 0 with a count on a clean store and 1 naming the first
-    bad position per tenant on a tampered one; ``gmem audit head`` prints each tenant's
-    head, and a recorded head given back with --expect shows a deleted tail."""
-    data = tmp_path / "data"
-    data.mkdir()
-    store = SQLiteStore.in_directory(data)
-    seeded(store)
-    store.close()
-    clean = audit(data, "verify")
-    assert (clean.returncode, clean.stdout, clean.stderr) == (
-        0,
-        "clean: 5 event(s) in 2 tenant(s)\n",
-        "",
-    )
-    heads = audit(data, "head")
-    assert heads.returncode == 0
-    recorded = heads.stdout.split()
-    assert [line.split(":")[:2] for line in recorded] == [["acme", "5"], ["globex", "3"]]
-    as_json = json.loads(audit(data, "head", "--json").stdout)
-    assert [(h["tenant_id"], h["events"]) for h in as_json] == [("acme", 4), ("globex", 1)]
-
-    tamper_dir(data, "DELETE FROM events WHERE position = 5")
-    tail = audit(data, "verify", "--expect", recorded[0], "--expect", recorded[1])
-    assert tail.returncode == 1
-    assert tail.stdout == f"broken: tenant acme, position 5: {TRUNCATED}\n"
-    assert tail.stderr == (
-        "gmem: error: the hash chain of 1 tenant(s) is broken; first: tenant acme, position 5\n"
-    )
-    tamper_dir(data, "UPDATE events SET version = 7 WHERE position = 3")
-    both = audit(data, "verify")
-    assert both.returncode == 1
-    assert both.stdout == f"broken: tenant globex, position 3: {EDITED}\n"
-    bad = audit(data, "verify", "--expect", "acme:5:nothex")
-    assert (bad.returncode, bad.stdout) == (1, "")
-    assert bad.stderr.startswith("gmem: error: --expect takes TENANT:POSITION:HASH")
-
-
 def test_concurrent_writers_and_refused_batches_keep_every_chain_whole(store: Store) -> None:
     """Sixteen writers in two tenants, most of them refused (four ids created at once):
     batches committed together link in commit order, and a refused batch, rolled back
@@ -552,27 +370,3 @@ def test_two_postgres_instances_writing_at_once_link_one_chain() -> None:
         second.close()
         first.drop_schema()
         first.close()
-
-
-def test_gmem_audit_verify_names_the_first_break_on_postgresql() -> None:
-    """The same command on a PostgreSQL database URL: clean, then the tampered position."""
-    dsn = postgres_dsn()
-    assert dsn is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GMEM_")}
-    command = [GMEM, "audit", "verify"]
-    with fresh_schema(dsn) as url:
-        store = PostgresStore(url)
-        try:
-            seeded(store)
-            clean = subprocess.run(
-                [*command, "--database-url", url], capture_output=True, text=True, env=env
-            )
-            assert (clean.returncode, clean.stdout) == (0, "clean: 5 event(s) in 2 tenant(s)\n")
-            tamper(store, "UPDATE events SET actor = 'someone-else' WHERE position = 4")
-        finally:
-            store.close()
-        broken = subprocess.run(
-            [*command, "--database-url", url], capture_output=True, text=True, env=env
-        )
-    assert broken.returncode == 1
-    assert broken.stdout == f"broken: tenant acme, position 4: {EDITED}\n"
