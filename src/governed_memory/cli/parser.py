@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from governed_memory._version import __version__
-from governed_memory.cli import commands, keys
+from governed_memory.cli import audit, commands, keys
 from governed_memory.cli.options import (
     INDEX_FIELDS,
     RETENTION_FIELDS,
@@ -55,7 +55,10 @@ class Command:
 
 
 #: Commands of two words, and the help of their first word.
-GROUPS = {"keys": "Create, list and revoke API keys."}
+GROUPS = {
+    "keys": "Create, list and revoke API keys.",
+    "audit": "Verify the event log's hash chain; show each tenant's head.",
+}
 
 COMMANDS = (
     Command("serve", commands.serve, "Serve the HTTP API until SIGTERM/SIGINT.", SERVE_FIELDS),
@@ -174,6 +177,30 @@ COMMANDS = (
         options=(option("file", metavar="FILE", help="file, or - for stdin"),),
     ),
     Command("migrate", commands.migrate, "Apply pending schema migrations."),
+    Command(
+        "audit verify",
+        audit.verify,
+        "Recompute every tenant's hash chain from the stored events and name the first "
+        "event edited, deleted, inserted or moved in each (read-only, no master key). "
+        "Exit 0 when clean, 1 on any break.",
+        options=(
+            option(
+                "--expect",
+                action="append",
+                metavar="TENANT:POSITION:HASH",
+                help="a head recorded earlier with gmem audit head (repeatable): it must "
+                "still be in its tenant's chain, which also shows a deleted tail or a "
+                "rewritten log",
+            ),
+        ),
+    ),
+    Command(
+        "audit head",
+        audit.head,
+        "Print each tenant's head as TENANT:POSITION:HASH (its last event and that "
+        "event's hash), to record outside the store and give back to audit verify --expect.",
+        options=(option("--json", action="store_true", help="print a JSON array"),),
+    ),
 )
 
 

@@ -3,10 +3,11 @@
 The export format is JSON Lines: one ``{"record": "subject_key", ...}`` line per live
 subject key (still wrapped under the master key), one ``{"record": "item_key", ...}`` line
 per live item key (still wrapped under its subject's key), then one ``{"record": "event",
-...}`` line per event in position order (content still sealed). A destroyed key is in no
-export, so neither is any content it sealed. Importing into an empty
-store with the same master key, then rebuilding, reproduces the projection exactly; that
-is how a store moves from SQLite to PostgreSQL.
+...}`` line per event in position order (content still sealed; with its hash chain, which
+an import verifies first: see :mod:`.chain_export`). A destroyed key is in no export, so
+neither is any content it sealed. Importing into an empty store with the same master key,
+then rebuilding, reproduces the projection exactly; that is how a store moves from SQLite
+to PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-from governed_memory.codec import CodecError, stored_from_json, stored_to_json
+from governed_memory.codec import CodecError, stored_from_json
 from governed_memory.core import values
 from governed_memory.core.events import StoredEvent
 from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import ItemKey, SubjectKey
+from governed_memory.service.chain_export import ExportChain, event_record
 from governed_memory.service.indexing import Indexer
 from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
@@ -80,9 +82,9 @@ class Maintenance:
                 yield _key_record("item_key", item)
             after = 0
             while True:
-                page = self._store.events_after(None, after, IMPORT_CHUNK)
-                for stored in page:
-                    yield {"record": "event"} | stored_to_json(stored)
+                page = self._store.chain_links(None, after, IMPORT_CHUNK)
+                for link in page:
+                    yield event_record(link)  # its stored columns and chain hashes
                 if len(page) < IMPORT_CHUNK:
                     return
                 after = page[-1].position
@@ -135,11 +137,13 @@ class Maintenance:
         first bad one, naming its line."""
         last = 0
         subjects: dict[tuple[str, str], SubjectKey] = {}
+        chain = ExportChain()
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                last = self._check_record(json.loads(line), last, subjects)
+                data = json.loads(line)
+                last = self._check_record(data, last, subjects)
             except (
                 ValueError,
                 TypeError,
@@ -152,6 +156,8 @@ class Maintenance:
                 raise ValidationError(
                     f"line {number} is not a valid export record ({detail})"
                 ) from None
+            if data["record"] == "event":
+                chain.follow(number, data)  # each tenant's hash chain, unbroken
             spool.write(line.rstrip("\n") + "\n")
 
     def _check_record(

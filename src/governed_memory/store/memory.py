@@ -28,6 +28,7 @@ from governed_memory.records import (
     SEARCH_INDEX,
     Batch,
     BrowseRequest,
+    ChainLink,
     IdempotencyRecord,
     IndexDoc,
     ItemChange,
@@ -38,6 +39,7 @@ from governed_memory.records import (
     SearchRows,
     serves_index,
 )
+from governed_memory.store.chain_links import MemoryChain
 from governed_memory.store.memory_keys import MemoryKeys
 
 ScopeKey = tuple[str, str, str]
@@ -53,6 +55,7 @@ class MemoryStore(MemoryKeys):
         self._docs: dict[tuple[str, str], tuple[ScopeKey, IndexDoc]] = {}
         self._postings: dict[ScopeKey, dict[int, dict[str, int]]] = {}
         self._idempotency: dict[tuple[str, str, str], IdempotencyRecord] = {}
+        self._chain = MemoryChain()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -64,6 +67,7 @@ class MemoryStore(MemoryKeys):
                 entry = StoredEvent(len(self._events) + 1, event)
                 self._events.append(entry)
                 stored.append(entry)
+            self._chain.append(stored)
             for change in batch.changes:
                 self._items[change.item.key] = change.item
                 self._reindex(change.item, change.index)
@@ -338,6 +342,11 @@ class MemoryStore(MemoryKeys):
                 if stored.position != head + offset:
                     raise ValueError("the memory store imports contiguous positions only")
             self._events.extend(events)
+            self._chain.append(events)
+
+    def chain_links(self, tenant_id: str | None, after: int, limit: int) -> list[ChainLink]:
+        with self._lock:
+            return self._chain.after(tenant_id, after, limit)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from governed_memory.core.values import Status, from_micros, to_micros
 from governed_memory.records import (
     ApiKey,
     BrowseRequest,
+    ChainLink,
     IdempotencyRecord,
     ItemKey,
     RetentionCursor,
@@ -35,6 +36,7 @@ from governed_memory.records import (
     SearchRows,
     SubjectKey,
 )
+from governed_memory.store.chain_links import link_from_row
 from governed_memory.store.paging import paged_events
 from governed_memory.store.search_rows import search_rows
 
@@ -54,6 +56,8 @@ class Dialect(Protocol):
     EVENTS_AFTER: str
     TENANT_EVENTS_AFTER: str
     MEMORY_EVENTS: str
+    CHAIN_AFTER: str
+    TENANT_CHAIN_AFTER: str
     DUE_FOR_EXPIRY: str
     DUE_FOR_RETENTION: str
     QUARANTINE: str
@@ -323,6 +327,13 @@ class SQLReads:
             self._sql.MEMORY_EVENTS, (tenant_id, memory_id, tenant_id, subject_id)
         )
         return [stored_event_from_row(row) for row in rows]
+
+    def chain_links(self, tenant_id: str | None, after: int, limit: int) -> list[ChainLink]:
+        if tenant_id is None:
+            rows = self._db.query(self._sql.CHAIN_AFTER, (after, limit))
+        else:
+            rows = self._db.query(self._sql.TENANT_CHAIN_AFTER, (tenant_id, after, limit))
+        return [link_from_row(row) for row in rows]
 
     def tenants(self) -> list[str]:
         return [row[0] for row in self._db.query(self._sql.TENANTS)]

@@ -25,11 +25,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import TupleRow
 
+from governed_memory.chain import GENESIS, event_digest
 from governed_memory.codec import (
     EVENT_COLUMNS,
     ITEM_COLUMNS,
-    event_row,
-    event_values,
     idempotency_from_row,
     idempotency_result,
     item_row,
@@ -50,6 +49,7 @@ from governed_memory.records import (
     SubjectKey,
     serves_index,
 )
+from governed_memory.store.chain_links import event_columns
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase, translate
@@ -298,8 +298,12 @@ def _pipelined(conn: Connection, send: Callable[[], T]) -> T:
 
 
 def event_params(event: Event) -> dict[str, Any]:
-    """The named parameters of an event row (see ``sql.INSERT_EVENT``)."""
-    return dict(zip(EVENT_COLUMNS, event_values(event_row(event)), strict=True))
+    """The named parameters of an event row (see ``sql.INSERT_EVENT``): its columns, and
+    what its chain hash is computed from in SQL (its digest; the tenant's first event
+    follows ``GENESIS``)."""
+    columns = event_columns(event)
+    params = dict(zip(EVENT_COLUMNS, columns, strict=True))
+    return params | {"digest": event_digest(columns), "genesis": GENESIS}
 
 
 def _position(cursor: Cursor) -> int:

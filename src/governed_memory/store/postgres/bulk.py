@@ -7,15 +7,17 @@ events with ``executemany``; a rebuild loads projection rows and postings with `
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from typing import Any
 
-from governed_memory.codec import item_row
+from governed_memory.codec import EVENT_COLUMNS, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import ItemChange, ItemKey
+from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
-from governed_memory.store.postgres.batch import event_params
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
 
 #: What ``search_docs`` holds of one item: rowid, scope, length, its terms.
@@ -27,9 +29,27 @@ def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> 
     with database.write_transaction() as conn:
         row = conn.execute(sql.HEAD).fetchone()
         require_ascending(events, int(row[0]) if row else 0)
-        params = [{"position": s.position} | event_params(s.event) for s in events]
+        heads = Heads(partial(_head_hash, conn))
+        params = [_import_params(stored, heads) for stored in events]
         with conn.cursor() as cursor:
             cursor.executemany(sql.IMPORT_EVENT, params)
+
+
+def _import_params(stored: StoredEvent, heads: Heads) -> dict[str, Any]:
+    """The parameters of ``sql.IMPORT_EVENT``: position, columns, the chain's hashes."""
+    columns = event_columns(stored.event)
+    prev_hash, hash_ = heads.link(stored.event.tenant_id, columns)
+    return dict(zip(EVENT_COLUMNS, columns, strict=True)) | {
+        "position": stored.position,
+        "prev_hash": prev_hash,
+        "hash": hash_,
+    }
+
+
+def _head_hash(conn: Connection, tenant_id: str) -> bytes | None:
+    """The hash of the tenant's last event (``None`` before its first)."""
+    row = conn.execute(sql.TENANT_HEAD_HASH, (tenant_id,)).fetchone()
+    return None if row is None or row[0] is None else bytes(row[0])
 
 
 def import_item_keys(database: PostgresDatabase, keys: Sequence[ItemKey]) -> None:

@@ -22,6 +22,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
+from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.probe import probe
@@ -172,6 +173,8 @@ class PostgresDatabase:
                 if number in done:
                     continue
                 conn.execute(script.encode("utf-8"))
+                if number == CHAIN_MIGRATION:
+                    _fill_chain(conn)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES "
                     "(%s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)",
@@ -193,6 +196,13 @@ class PostgresDatabase:
         with self.write_lock:
             self.closed = True
             self._pool.close()
+
+
+def _fill_chain(conn: Connection) -> None:
+    """Link the events stored before the chain existed (migration 8's transaction)."""
+    with conn.cursor(name="gm_fill_chain") as rows, conn.cursor() as writer:
+        rows.execute(sql.UNCHAINED_EVENTS)
+        fill(rows, lambda links: writer.executemany(sql.SET_CHAIN, links))
 
 
 __all__ = ["Connection", "PostgresDatabase", "lock_key", "translate"]

@@ -77,6 +77,16 @@ MEMORY_EVENTS = (
     f"UNION ALL {EVENT_SELECT} WHERE tenant_id = %s "
     "AND subject_id = %s AND type = 'subject.forgotten' ORDER BY position"
 )
+# The hash chain (store/chain_links.py): stored events with their hashes, and a head.
+CHAIN_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + ", prev_hash, hash FROM events"
+CHAIN_AFTER = CHAIN_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
+TENANT_CHAIN_AFTER = (
+    CHAIN_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"
+)
+TENANT_HEAD_HASH = "SELECT hash FROM events WHERE tenant_id = %s ORDER BY position DESC LIMIT 1"
+# Migration 8 links the events stored before the chain (chain_links.fill).
+UNCHAINED_EVENTS = EVENT_SELECT + " ORDER BY position"
+SET_CHAIN = "UPDATE events SET prev_hash = %s, hash = %s WHERE position = %s"
 TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
 HEAD = "SELECT coalesce(max(position), 0) FROM events"
 TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = %s"
@@ -192,9 +202,17 @@ SCOPE_VECTORS = (
 # Under the write lock the next position is the current maximum plus one: positions are
 # gapless, and a batch rolled back leaves no hole.
 _NEXT_POSITION = "(SELECT coalesce(max(position), 0) + 1 FROM events)"
+# The event's hash is computed here, where its place is decided: the tenant's head is read
+# under the write lock, and the hash is SHA-256(head || the digest of the event's columns,
+# computed by the store in Python) -- governed_memory.chain.chain_hash, in SQL.
+_HEAD_HASH = (
+    "coalesce((SELECT hash FROM events WHERE tenant_id = %(tenant_id)s "
+    "ORDER BY position DESC LIMIT 1), %(genesis)s::bytea)"
+)
 INSERT_EVENT = (
-    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({_NEXT_POSITION}, {EVENT_VALUES}) "
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
+    f"SELECT {_NEXT_POSITION}, {EVENT_VALUES}, h.prev, sha256(h.prev || %(digest)s::bytea) "
+    f"FROM (SELECT {_HEAD_HASH} AS prev) AS h "
     "RETURNING position"
 )
 # The first statement of a batch, as the SQLite store checks the key first; the batch's
@@ -290,8 +308,8 @@ SUBJECT_LEFT = (
     "AND status <> 'deleted' AND NOT id = ANY (%s) LIMIT 1"
 )
 IMPORT_EVENT = (
-    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
-    f"VALUES (%(position)s, {EVENT_VALUES})"
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
+    f"VALUES (%(position)s, {EVENT_VALUES}, %(prev_hash)s, %(hash)s)"
 )
 
 # -- rebuild (see bulk.py) ------------------------------------------------------------------

@@ -16,10 +16,9 @@ import sqlite3
 from array import array
 from collections import ChainMap
 from collections.abc import MutableMapping
+from functools import partial
 
 from governed_memory.codec import (
-    event_row,
-    event_values,
     idempotency_from_row,
     idempotency_result,
     item_row,
@@ -35,6 +34,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
+from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
@@ -119,8 +119,11 @@ class SQLiteBatches:
             rowid = self._write_item(conn, change)
             self._reindex(conn, change, rowid, scopes)
         stored = []
+        heads = Heads(partial(head_hash, conn))  # read inside this batch's savepoint
         for event in batch.events:
-            (position,) = conn.execute(sql.INSERT_EVENT, event_values(event_row(event))).fetchone()
+            columns = event_columns(event)
+            links = heads.link(event.tenant_id, columns)
+            (position,) = conn.execute(sql.INSERT_EVENT, (*columns, *links)).fetchone()
             stored.append(StoredEvent(position, event))
         if batch.idempotency is not None:
             record = batch.idempotency
@@ -266,4 +269,10 @@ class SQLiteBatches:
         return SubjectKey(key.tenant_id, key.subject_id, bytes(rows[0][0]), bytes(rows[0][1]))
 
 
-__all__ = ["SQLiteBatches"]
+def head_hash(conn: sqlite3.Connection, tenant_id: str) -> bytes | None:
+    """The hash of the tenant's last event (``None`` before its first)."""
+    row = conn.execute(sql.TENANT_HEAD_HASH, (tenant_id,)).fetchone()
+    return None if row is None or row[0] is None else bytes(row[0])
+
+
+__all__ = ["SQLiteBatches", "head_hash"]

@@ -10,15 +10,18 @@ import sqlite3
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from governed_memory.codec import event_row, event_values, item_row
+from governed_memory.codec import item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import ItemChange, ItemKey
+from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
 
 ScopeKey = tuple[str, str, str]
@@ -29,10 +32,11 @@ def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> No
     with database.write_transaction() as conn:
         (head,) = conn.execute(sql.HEAD).fetchone()
         require_ascending(events, head)
+        heads = Heads(partial(head_hash, conn))
         for stored in events:
-            conn.execute(
-                sql.IMPORT_EVENT, (stored.position, *event_values(event_row(stored.event)))
-            )
+            columns = event_columns(stored.event)
+            links = heads.link(stored.event.tenant_id, columns)
+            conn.execute(sql.IMPORT_EVENT, (stored.position, *columns, *links))
 
 
 def import_item_keys(database: SQLiteDatabase, keys: Sequence[ItemKey]) -> None:

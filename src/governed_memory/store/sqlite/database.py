@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
+from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.sqlite import sql, wal
 
@@ -96,6 +97,12 @@ def _statements(script: str) -> Iterator[str]:
             buffer = ""
     if buffer.strip() and not buffer.strip().startswith("--"):
         yield buffer.strip()
+
+
+def _fill_chain(conn: sqlite3.Connection) -> None:
+    """Link the events stored before the chain existed (migration 8's transaction)."""
+    rows = conn.execute(sql.UNCHAINED_EVENTS)
+    fill(rows, lambda links: conn.executemany(sql.SET_CHAIN, links))
 
 
 class SQLiteDatabase:
@@ -361,6 +368,8 @@ class SQLiteDatabase:
                     if done is None:
                         for statement in _statements(script):
                             conn.execute(statement)
+                        if number == CHAIN_MIGRATION:
+                            _fill_chain(conn)
                         conn.execute(
                             "INSERT INTO schema_migrations VALUES (?, ?)",
                             (number, int(time.time() * 1_000_000)),

@@ -74,6 +74,16 @@ MEMORY_EVENTS = (
     f"UNION ALL {EVENT_SELECT} WHERE tenant_id = ? "
     "AND subject_id = ? AND type = 'subject.forgotten' ORDER BY position"
 )
+# The hash chain (store/chain_links.py): stored events with their hashes, and a head.
+CHAIN_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + ", prev_hash, hash FROM events"
+CHAIN_AFTER = CHAIN_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
+TENANT_CHAIN_AFTER = (
+    CHAIN_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"
+)
+TENANT_HEAD_HASH = "SELECT hash FROM events WHERE tenant_id = ? ORDER BY position DESC LIMIT 1"
+# Migration 8 links the events stored before the chain (chain_links.fill).
+UNCHAINED_EVENTS = EVENT_SELECT + " ORDER BY position"
+SET_CHAIN = "UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?"
 TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
 HEAD = "SELECT coalesce(max(position), 0) FROM events"
 TENANT_HEAD = "SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ?"
@@ -116,12 +126,12 @@ SUBJECT_LEFT = (
     "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
 )
 INSERT_EVENT = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({marks(len(EVENT_COLUMNS))}) RETURNING position"
+    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
+    f"VALUES ({marks(len(EVENT_COLUMNS) + 2)}) RETURNING position"
 )
 IMPORT_EVENT = (
-    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({marks(len(EVENT_COLUMNS) + 1)})"
+    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
+    f"VALUES ({marks(len(EVENT_COLUMNS) + 3)})"
 )
 INSERT_IDEMPOTENCY = (
     "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
