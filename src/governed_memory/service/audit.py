@@ -16,6 +16,7 @@ from governed_memory.core.projection import diff, replay, versions_of
 from governed_memory.core.values import Scope
 from governed_memory.ports import Store
 from governed_memory.results import AuditEvent, ItemPage, ReplayReport, decode_cursor
+from governed_memory.service.progress import STEP_EVERY, OnStep, Step, silent
 from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
@@ -76,15 +77,22 @@ class Audit:
         )
         return self._reads.page(principal, rows, limit, now)
 
-    def verify_replay(self) -> ReplayReport:
-        """Rebuild the projection from the log, tenant by tenant, and compare item by item."""
+    def verify_replay(self, on_step: OnStep = silent) -> ReplayReport:
+        """Rebuild the projection from the log, tenant by tenant, and compare item by item;
+        ``on_step`` is told of the events read (stage "verify")."""
         events = items = 0
         differences: list[str] = []
+        on_step(Step("verify", 0, None, "events"))
         for tenant in self._store.tenants():
             with self._store.snapshot():  # the log and the items as of one moment
-                log = [stored.event for stored in self._store.tenant_events(tenant)]
+                log = []
+                for stored in self._store.tenant_events(tenant):
+                    log.append(stored.event)
+                    if (events + len(log)) % STEP_EVERY == 0:
+                        on_step(Step("verify", events + len(log), None, "events"))
                 live = {item.key: item for item in self._store.tenant_items(tenant)}
             events += len(log)
+            on_step(Step("verify", events, None, "events"))
             try:
                 rebuilt = replay(log)
             except Exception as error:  # noqa: BLE001 - reported, not raised
@@ -92,6 +100,7 @@ class Audit:
                 continue
             items += len(live)
             differences.extend(diff(rebuilt, live))
+        on_step(Step("verify", events, events, "events"))
         return ReplayReport(events, items, differences)
 
 

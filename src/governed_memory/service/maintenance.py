@@ -27,6 +27,7 @@ from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import ItemKey, SubjectKey
 from governed_memory.service.indexing import Indexer
+from governed_memory.service.progress import OnStep, counted, rebuild_steps, silent
 from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
 
@@ -87,22 +88,23 @@ class Maintenance:
                     return
                 after = page[-1].position
 
-    def import_log(self, lines: Iterable[str]) -> ImportReport:
+    def import_log(self, lines: Iterable[str], on_step: OnStep = silent) -> ImportReport:
         """Load an export into an empty store, then rebuild the projection.
 
         The whole export is validated first (every record decodes, keys unwrap under this
         master key, positions strictly increase) and spooled to a temporary file; only
         then is anything written, so a bad line cannot leave a partial, append-only log.
+        ``on_step`` is told of the stages "check", "load" and "rebuild".
         """
         if self._store.head() != 0 or next(self._store.subject_keys(limit=1), None):
             raise ValidationError("import needs an empty store: this one already has data")
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-            self._validate_into(lines, spool)
+            checked = self._validate_into(counted(lines, on_step, "check"), spool)
             spool.seek(0)
-            keys, item_keys, events = self._load(spool)
-        return ImportReport(events, keys, self.rebuild(), item_keys)
+            keys, item_keys, events = self._load(counted(spool, on_step, "load", checked))
+        return ImportReport(events, keys, self.rebuild(rebuild_steps(on_step)), item_keys)
 
-    def _load(self, spool: IO[str]) -> tuple[int, int, int]:
+    def _load(self, spool: Iterable[str]) -> tuple[int, int, int]:
         """Write a validated export's keys and events, in chunks; how many subject keys,
         item keys and events it held (item keys come before the events)."""
         counts = {"subject_key": 0, "item_key": 0, "event": 0}
@@ -130,10 +132,10 @@ class Maintenance:
             self._store.import_events(events)
         return counts["subject_key"], counts["item_key"], counts["event"]
 
-    def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> None:
+    def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> int:
         """Check every record of an export; copy the valid ones to ``spool``; raise on the
-        first bad one, naming its line."""
-        last = 0
+        first bad one, naming its line; how many records it copied."""
+        last = copied = 0
         subjects: dict[tuple[str, str], SubjectKey] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -153,6 +155,8 @@ class Maintenance:
                     f"line {number} is not a valid export record ({detail})"
                 ) from None
             spool.write(line.rstrip("\n") + "\n")
+            copied += 1
+        return copied
 
     def _check_record(
         self, data: object, last: int, subjects: dict[tuple[str, str], SubjectKey]
