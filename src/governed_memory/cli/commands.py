@@ -22,11 +22,13 @@ from governed_memory.cli import notes
 from governed_memory.cli.options import (
     SERVE_FIELDS,
     SERVICE_FIELDS,
+    STORE_FIELDS,
     opened_service,
     opened_store,
     settings,
 )
 from governed_memory.cli.progress import rebuild_progress, step_progress
+from governed_memory.cli.undo import undone_on_failure
 from governed_memory.service.progress import counted
 
 
@@ -152,8 +154,13 @@ def _write_lines(records: Iterable[dict[str, Any]], handle: TextIO) -> int:
 
 
 def import_(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem import``: load an export into an empty store, then rebuild."""
-    with opened_service(args) as service, step_progress(out) as on_step:
+    """``gmem import``: load an export into an empty store, then rebuild; a failed import
+    leaves no store files and no master key it created (see :mod:`.undo`)."""
+    with (
+        undone_on_failure(settings(args, STORE_FIELDS)),
+        opened_service(args) as service,
+        step_progress(out) as on_step,
+    ):
         if args.file == "-":
             report = service.maintenance.import_log(sys.stdin, on_step)
         else:
