@@ -4,13 +4,17 @@ and idempotency records."""
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import subprocess
 from pathlib import Path
 
 from governed_memory import open_service
-from tests.support.fakes import body, principal
-from tests.support.processes import GMEM
+from tests.conftest import postgres_dsn
+from tests.support.fakes import body, principal, write_body
+from tests.support.postgres import fresh_schema
+from tests.support.processes import GMEM, create_key, serving
 
 WRITER = principal()
 
@@ -88,3 +92,34 @@ def test_a_failed_import_into_a_store_with_data_leaves_it_as_it_was(tmp_path: Pa
     assert "needs an empty store" in done.stderr
     assert (source / "gmem.sqlite3").stat().st_size > 0
     assert (source / "master.key").read_bytes() == key
+
+
+def test_a_store_moved_from_sqlite_to_postgresql_keeps_keys_and_retries(tmp_path: Path) -> None:
+    """gmem export of a SQLite store, gmem import into PostgreSQL: the key made on SQLite
+    authenticates against the PostgreSQL server, and a write retried there with its
+    Idempotency-Key gets its first answer again (the same 201, no second event)."""
+    dsn = postgres_dsn()
+    assert dsn is not None
+    master = base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+    sqlite_env = os.environ | {"GMEM_MASTER_KEY": master}
+    source = tmp_path / "source"
+    token = create_key(source, env=sqlite_env)
+    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "move-1"}
+    with serving(source, tmp_path / "sqlite.log", env=sqlite_env) as client:
+        first = client.post("/v1/memories", json=write_body(), headers=headers)
+    assert first.status_code == 201, first.text
+    dump = tmp_path / "log.jsonl"
+    done = run("export", "--output", str(dump), "--data-dir", str(source), master_key=master)
+    assert done.returncode == 0, done.stderr
+    with fresh_schema(dsn) as url:
+        done = run("import", str(dump), "--database-url", url, master_key=master)
+        assert done.returncode == 0, done.stderr
+        assert "1 API key(s), 1 idempotency record(s)" in done.stdout
+        pg_env = sqlite_env | {"GMEM_DATABASE_URL": url}
+        with serving(tmp_path / "pg", tmp_path / "pg.log", env=pg_env) as client:
+            again = client.post("/v1/memories", json=write_body(), headers=headers)
+            feed = client.get("/v1/events", headers={"Authorization": headers["Authorization"]})
+    assert again.status_code == 201, again.text
+    assert again.json() == first.json()
+    assert feed.status_code == 200, feed.text
+    assert len(feed.json()["events"]) == 1

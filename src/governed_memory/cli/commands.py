@@ -135,7 +135,7 @@ def expire(args: argparse.Namespace, out: TextIO) -> int:
 def export(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem export``: the event log as JSON Lines, content still sealed."""
     with opened_service(args, read_only=True) as service:
-        records = service.maintenance.export()
+        records = service.maintenance.export(credentials=not args.without_credentials)
         if args.output == "-":  # the records are the output: no bar among them
             _write_lines(records, out)
             return 0
@@ -168,7 +168,8 @@ def import_(args: argparse.Namespace, out: TextIO) -> int:
                 report = service.maintenance.import_log(handle, on_step)
     print(
         f"imported {report.events} event(s), {report.subject_keys} subject key(s), "
-        f"{report.item_keys} item key(s); rebuilt {report.items} item(s)",
+        f"{report.item_keys} item key(s), {report.api_keys} API key(s), "
+        f"{report.idempotency_records} idempotency record(s); rebuilt {report.items} item(s)",
         file=out,
     )
     return 0

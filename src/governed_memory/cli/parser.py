@@ -161,8 +161,16 @@ COMMANDS = (
     Command(
         "export",
         commands.export,
-        "Write the event log as JSON Lines (content sealed).",
-        options=(option("--output", required=True, metavar="FILE", help="file, or - for stdout"),),
+        "Write the event log as JSON Lines (content sealed), with the API keys (their "
+        "secrets' hashes) and idempotency records, so that an import elsewhere keeps them.",
+        options=(
+            option("--output", required=True, metavar="FILE", help="file, or - for stdout"),
+            option(
+                "--without-credentials",
+                action="store_true",
+                help="leave out the API keys and idempotency records (the log and its keys only)",
+            ),
+        ),
     ),
     Command(
         "import",

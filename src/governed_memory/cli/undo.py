@@ -14,11 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from governed_memory.bootstrap import key_directory
+from governed_memory.bootstrap import key_directory, store_location
 from governed_memory.config import Settings
 from governed_memory.crypto import MASTER_KEY_FILE
-from governed_memory.locations import backend_of, sqlite_file
-from governed_memory.store.sqlite import DATABASE_FILE
 
 #: What SQLite keeps beside a database file while it is open or after a crash.
 SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -26,16 +24,11 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 
 def created_paths(chosen: Settings) -> tuple[list[Path], list[Path]]:
     """The files and the folders opening the store of ``chosen`` may create."""
-    url = chosen.database_url
-    folders = [key_directory(chosen.data_dir, url)]
+    folders = [key_directory(chosen.data_dir, chosen.database_url)]
     files = [folders[0] / MASTER_KEY_FILE]
-    if url is None:
-        database: Path | None = Path(chosen.data_dir) / DATABASE_FILE
-    elif backend_of(url) == "sqlite":
-        database = sqlite_file(url)
-    else:
-        database = None
-    if database is not None:
+    kind, where = store_location(chosen.data_dir, chosen.database_url)
+    if kind == "sqlite":
+        database = Path(where)
         files += [database, *(database.with_name(database.name + end) for end in SIDE_FILES)]
     return files, folders
 

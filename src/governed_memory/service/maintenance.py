@@ -26,6 +26,13 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import ItemKey, SubjectKey
+from governed_memory.service.carried import (
+    CARRIED,
+    CarriedLoader,
+    api_key_from,
+    carried_records,
+    idempotency_from,
+)
 from governed_memory.service.indexing import Indexer
 from governed_memory.service.progress import OnStep, counted, rebuild_steps, silent
 from governed_memory.service.reindex import OnProgress, Rebuild
@@ -43,6 +50,8 @@ class ImportReport:
     subject_keys: int
     items: int
     item_keys: int = 0
+    api_keys: int = 0
+    idempotency_records: int = 0
 
 
 class Maintenance:
@@ -67,9 +76,10 @@ class Maintenance:
         settings, and record them as the index's: ``gmem reindex`` (see :mod:`.reindex`)."""
         return Rebuild(self._store, self._vault, self._indexer, on_progress).reindex()
 
-    def export(self) -> Iterator[dict[str, Any]]:
-        """Every live subject key, every live item key, then every event, as JSON-ready
-        records.
+    def export(self, credentials: bool = True) -> Iterator[dict[str, Any]]:
+        """Every live subject key, every live item key, every event, then (unless not
+        ``credentials``) every API key and idempotency record (see :mod:`.carried`), as
+        JSON-ready records.
 
         Everything is read from one snapshot of the store: a forget committing during the
         export must not leave the export holding both a destroyed key and its ciphertext.
@@ -85,8 +95,10 @@ class Maintenance:
                 for stored in page:
                     yield {"record": "event"} | stored_to_json(stored)
                 if len(page) < IMPORT_CHUNK:
-                    return
+                    break
                 after = page[-1].position
+            if credentials:
+                yield from carried_records(self._store)
 
     def import_log(self, lines: Iterable[str], on_step: OnStep = silent) -> ImportReport:
         """Load an export into an empty store, then rebuild the projection.
@@ -101,15 +113,24 @@ class Maintenance:
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
             checked = self._validate_into(counted(lines, on_step, "check"), spool)
             spool.seek(0)
-            keys, item_keys, events = self._load(counted(spool, on_step, "load", checked))
-        return ImportReport(events, keys, self.rebuild(rebuild_steps(on_step)), item_keys)
+            counts = self._load(counted(spool, on_step, "load", checked))
+        items = self.rebuild(rebuild_steps(on_step))
+        return ImportReport(
+            counts["event"],
+            counts["subject_key"],
+            items,
+            counts["item_key"],
+            counts["api_key"],
+            counts["idempotency"],
+        )
 
-    def _load(self, spool: Iterable[str]) -> tuple[int, int, int]:
-        """Write a validated export's keys and events, in chunks; how many subject keys,
-        item keys and events it held (item keys come before the events)."""
-        counts = {"subject_key": 0, "item_key": 0, "event": 0}
+    def _load(self, spool: Iterable[str]) -> dict[str, int]:
+        """Write a validated export's keys, events and carried records, in chunks; how many
+        records of each type it held (item keys come before the events)."""
+        counts = dict.fromkeys(("subject_key", "item_key", "event", *CARRIED), 0)
         item_keys: list[ItemKey] = []
         events: list[StoredEvent] = []
+        carried = CarriedLoader(self._store, IMPORT_CHUNK)
         for line in spool:
             data = json.loads(line)
             record = data.pop("record")
@@ -118,6 +139,8 @@ class Maintenance:
                 self._store.add_subject_key(_key_from(SubjectKey, data))
             elif record == "item_key":
                 item_keys.append(_key_from(ItemKey, data))
+            elif record in CARRIED:
+                carried.add(record, data)
             else:
                 events.append(stored_from_json(data))
             if item_keys and (events or len(item_keys) >= IMPORT_CHUNK):
@@ -130,7 +153,8 @@ class Maintenance:
             self._store.import_item_keys(item_keys)
         if events:
             self._store.import_events(events)
-        return counts["subject_key"], counts["item_key"], counts["event"]
+        carried.flush()
+        return counts
 
     def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> int:
         """Check every record of an export; copy the valid ones to ``spool``; raise on the
@@ -179,6 +203,9 @@ class Maintenance:
             if subject is None:
                 raise ValidationError("an item key without its subject's key")
             self._vault.check_item_key(subject, item)
+            return last
+        if record in CARRIED:
+            (api_key_from if record == "api_key" else idempotency_from)(body)
             return last
         if record != "event":
             raise TypeError

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from governed_memory.codec import item_row
+from governed_memory.codec import idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.batch import event_params
@@ -38,6 +38,19 @@ def import_item_keys(database: PostgresDatabase, keys: Sequence[ItemKey]) -> Non
         cursor.executemany(
             sql.INSERT_ITEM_KEY,
             [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
+
+
+def import_idempotency(database: PostgresDatabase, records: Sequence[IdempotencyRecord]) -> None:
+    """Store imported idempotency records in one transaction (a duplicate refuses them
+    all)."""
+    with database.write_transaction() as conn, conn.cursor() as cursor:
+        cursor.executemany(
+            sql.IMPORT_IDEMPOTENCY,
+            [
+                (r.tenant_id, r.credential, r.key, r.fingerprint, idempotency_result(r), r.position)
+                for r in records
+            ],
         )
 
 
@@ -111,4 +124,4 @@ def _scopes(
     }
 
 
-__all__ = ["import_events", "import_item_keys", "rebuild"]
+__all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]

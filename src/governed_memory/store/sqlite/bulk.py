@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from governed_memory.codec import event_row, event_values, item_row
+from governed_memory.codec import event_row, event_values, idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -41,6 +41,19 @@ def import_item_keys(database: SQLiteDatabase, keys: Sequence[ItemKey]) -> None:
         conn.executemany(
             sql.INSERT_ITEM_KEY,
             [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
+
+
+def import_idempotency(database: SQLiteDatabase, records: Sequence[IdempotencyRecord]) -> None:
+    """Store imported idempotency records in one transaction (a duplicate refuses them
+    all)."""
+    with database.write_transaction() as conn:
+        conn.executemany(
+            sql.INSERT_IDEMPOTENCY,
+            [
+                (r.tenant_id, r.credential, r.key, r.fingerprint, idempotency_result(r), r.position)
+                for r in records
+            ],
         )
 
 
@@ -130,4 +143,4 @@ class _Rows:
         return rows
 
 
-__all__ = ["import_events", "import_item_keys", "rebuild"]
+__all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]
