@@ -17,6 +17,7 @@ from governed_memory.cli.options import (
     STORE_FIELDS,
     add_settings,
 )
+from governed_memory.cli.quarantine import add_command as add_quarantine_command
 from governed_memory.mcp_server import add_command as add_mcp_command
 
 Run = Callable[[argparse.Namespace, TextIO], int]
@@ -205,6 +206,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         add_settings(sub, command.settings, command.setting_helps)
         for extra in command.options:
             sub.add_argument(*extra.names, **extra.keywords)
+    add_quarantine_command(top)
     add_mcp_command(top)
     return parser
 
