@@ -102,7 +102,10 @@ def find(client: Client, memory_id: str) -> MemoryItem:
             if item.id == memory_id:
                 return item
         if page.next_cursor is None:
-            raise CommandError(f"no quarantined memory {memory_id!r} is visible to this key")
+            raise CommandError(
+                f"memory {memory_id!r} is not in this key's review queue (reviewed already, "
+                "or of an agent the key does not act for)"
+            )
         cursor = page.next_cursor
 
 
