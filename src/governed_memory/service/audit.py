@@ -16,7 +16,7 @@ from governed_memory.core.projection import diff, replay, versions_of
 from governed_memory.core.values import Scope
 from governed_memory.ports import Store
 from governed_memory.results import AuditEvent, ItemPage, ReplayReport, decode_cursor
-from governed_memory.service.progress import STEP_EVERY, OnStep, Step, silent
+from governed_memory.service.progress import OnStep, Step, Tally, silent
 from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
@@ -85,21 +85,24 @@ class Audit:
         on_step(Step("verify", 0, None, "events"))
         for tenant in self._store.tenants():
             with self._store.snapshot():  # the log and the items as of one moment
-                log = []
-                for stored in self._store.tenant_events(tenant):
-                    log.append(stored.event)
-                    if (events + len(log)) % STEP_EVERY == 0:
-                        on_step(Step("verify", events + len(log), None, "events"))
+                log = Tally(
+                    (stored.event for stored in self._store.tenant_events(tenant)),
+                    on_step,
+                    Step("verify", events, None, "events"),
+                )
                 live = {item.key: item for item in self._store.tenant_items(tenant)}
-            events += len(log)
+                try:
+                    rebuilt = replay(log)  # folded as it is read, never held whole
+                except Exception as error:  # noqa: BLE001 - reported, not raised
+                    differences.append(f"{tenant}: the log cannot be replayed: {error}")
+                    rebuilt = None
+                    for _ in log:  # the rest of the log still counts as read
+                        pass
+            events = log.done
             on_step(Step("verify", events, None, "events"))
-            try:
-                rebuilt = replay(log)
-            except Exception as error:  # noqa: BLE001 - reported, not raised
-                differences.append(f"{tenant}: the log cannot be replayed: {error}")
-                continue
-            items += len(live)
-            differences.extend(diff(rebuilt, live))
+            if rebuilt is not None:
+                items += len(live)
+                differences.extend(diff(rebuilt, live))
         on_step(Step("verify", events, events, "events"))
         return ReplayReport(events, items, differences)
 

@@ -8,9 +8,10 @@ known in advance (the records of an export being read, say).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from governed_memory.service.reindex import OnProgress, Progress
 
@@ -53,6 +54,24 @@ def counted(
     on_step(Step(stage, done, total if total is not None else done))
 
 
+class Tally(Generic[T]):
+    """``items`` as they are iterated (once), counted on from ``start.done``: ``on_step``
+    is told the count every :data:`STEP_EVERY`; ``done`` is the count so far."""
+
+    def __init__(self, items: Iterable[T], on_step: OnStep, start: Step) -> None:
+        self._items = iter(items)
+        self._on_step = on_step
+        self._start = start
+        self.done = start.done
+
+    def __iter__(self) -> Iterator[T]:
+        for item in self._items:
+            self.done += 1
+            if self.done % STEP_EVERY == 0:
+                self._on_step(dataclasses.replace(self._start, done=self.done))
+            yield item
+
+
 def rebuild_steps(on_step: OnStep, stage: str = "rebuild") -> OnProgress:
     """A rebuild's progress as steps of ``stage``: index entries made of those to make."""
 
@@ -62,4 +81,4 @@ def rebuild_steps(on_step: OnStep, stage: str = "rebuild") -> OnProgress:
     return report
 
 
-__all__ = ["STEP_EVERY", "OnStep", "Step", "counted", "rebuild_steps", "silent"]
+__all__ = ["STEP_EVERY", "OnStep", "Step", "Tally", "counted", "rebuild_steps", "silent"]

@@ -22,6 +22,8 @@ from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 
 ScopeKey = tuple[str, str, str]
+#: Items whose rows a rebuild builds and inserts at once.
+LOAD_CHUNK = 8_192
 
 
 def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
@@ -78,15 +80,21 @@ def rebuild(
                 conn.execute(sql.NEW_SCOPE, key)
                 scopes[key] = conn.execute(sql.GET_SCOPE_ID, key).fetchone()[0]
         (top,) = conn.execute(sql.TOP_ROWID).fetchone()
-        rows = _Rows.of(tenant_id, changes, scopes, first_rowid=top + 1)
-        conn.executemany(sql.LOAD_ITEM, rows.items)
-        conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
-        conn.executemany(sql.LOAD_VECTOR, rows.vectors)
-        rows.postings.sort()  # in key order: each B-tree page is visited once
-        conn.executemany(sql.INSERT_POSTING, rows.postings)
+        totals = {scope: [0, 0] for scope in scopes.values()}
+        # A chunk of items at a time: the rows of a whole tenant are never held at once.
+        for start in range(0, len(changes), LOAD_CHUNK):
+            chunk = changes[start : start + LOAD_CHUNK]
+            rows = _Rows.of(tenant_id, chunk, scopes, first_rowid=top + 1 + start)
+            conn.executemany(sql.LOAD_ITEM, rows.items)
+            conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
+            conn.executemany(sql.LOAD_VECTOR, rows.vectors)
+            rows.postings.sort()  # in key order: each B-tree page is visited once a chunk
+            conn.executemany(sql.INSERT_POSTING, rows.postings)
+            for scope, (n, length) in rows.totals.items():
+                totals[scope][0] += n
+                totals[scope][1] += length
         conn.executemany(
-            sql.SCOPE_TOTALS,
-            [(n, length, scope) for scope, (n, length) in rows.totals.items()],
+            sql.SCOPE_TOTALS, [(n, length, scope) for scope, (n, length) in totals.items()]
         )
     return scopes
 
