@@ -23,7 +23,7 @@ from governed_memory.store.sqlite.database import SQLiteDatabase
 
 ScopeKey = tuple[str, str, str]
 #: Items whose rows a rebuild builds and inserts at once.
-LOAD_CHUNK = 8_192
+LOAD_CHUNK = 2_048
 
 
 def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
