@@ -78,7 +78,7 @@ LAYERS: dict[str, Layer] = {
         "fastapi fastapi_offline starlette uvicorn pydantic httpx",
     ),
     "cli": layer(
-        f"cli bootstrap config service store crypto http mcp_server observability {SHARED}",
+        f"cli bootstrap config service store crypto http mcp_server client observability {SHARED}",
         "httpx rich",
     ),
 }

@@ -49,6 +49,18 @@ class EventLog(Protocol):
         """The record the credential made with this key in its tenant, if any."""
         ...
 
+    def idempotency_records(
+        self, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        """Up to ``limit`` stored records in (tenant, credential, key) order, after the one
+        ``after`` names (from the first when None): what an export carries."""
+        ...
+
+    def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
+        """Store imported records with their positions, atomically (an import into an
+        empty store)."""
+        ...
+
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         """Committed events with a position above ``after``, in position order."""
         ...

@@ -22,11 +22,14 @@ from governed_memory.cli import notes
 from governed_memory.cli.options import (
     SERVE_FIELDS,
     SERVICE_FIELDS,
+    STORE_FIELDS,
     opened_service,
     opened_store,
     settings,
 )
-from governed_memory.cli.progress import rebuild_progress
+from governed_memory.cli.progress import rebuild_progress, step_progress
+from governed_memory.cli.undo import undone_on_failure
+from governed_memory.service.progress import counted
 
 
 # Not a GovernedMemoryError: it is no error of the library, only the line a command prints
@@ -93,7 +96,8 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
                 count = service.maintenance.rebuild(on_progress)
             print(f"rebuilt {count} item(s) from the log", file=out)
             return 0
-        report = service.verify_replay()
+        with step_progress(out) as on_step:
+            report = service.verify_replay(on_step)
     for difference in report.differences:
         print(difference, file=out)
     if not report.ok:
@@ -131,13 +135,13 @@ def expire(args: argparse.Namespace, out: TextIO) -> int:
 def export(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem export``: the event log as JSON Lines, content still sealed."""
     with opened_service(args, read_only=True) as service:
-        records = service.maintenance.export()
-        if args.output == "-":
+        records = service.maintenance.export(credentials=not args.without_credentials)
+        if args.output == "-":  # the records are the output: no bar among them
             _write_lines(records, out)
-        else:
-            with Path(args.output).open("w", encoding="utf-8") as handle:
-                count = _write_lines(records, handle)
-            print(f"exported {count} record(s) to {args.output}", file=out)
+            return 0
+        with step_progress(out) as on_step, Path(args.output).open("w", encoding="utf-8") as handle:
+            count = _write_lines(counted(records, on_step, "export"), handle)
+    print(f"exported {count} record(s) to {args.output}", file=out)
     return 0
 
 
@@ -150,16 +154,22 @@ def _write_lines(records: Iterable[dict[str, Any]], handle: TextIO) -> int:
 
 
 def import_(args: argparse.Namespace, out: TextIO) -> int:
-    """``gmem import``: load an export into an empty store, then rebuild."""
-    with opened_service(args) as service:
+    """``gmem import``: load an export into an empty store, then rebuild; a failed import
+    leaves no store files and no master key it created (see :mod:`.undo`)."""
+    with (
+        undone_on_failure(settings(args, STORE_FIELDS)),
+        opened_service(args) as service,
+        step_progress(out) as on_step,
+    ):
         if args.file == "-":
-            report = service.maintenance.import_log(sys.stdin)
+            report = service.maintenance.import_log(sys.stdin, on_step)
         else:
             with Path(args.file).open(encoding="utf-8") as handle:
-                report = service.maintenance.import_log(handle)
+                report = service.maintenance.import_log(handle, on_step)
     print(
         f"imported {report.events} event(s), {report.subject_keys} subject key(s), "
-        f"{report.item_keys} item key(s); rebuilt {report.items} item(s)",
+        f"{report.item_keys} item key(s), {report.api_keys} API key(s), "
+        f"{report.idempotency_records} idempotency record(s); rebuilt {report.items} item(s)",
         file=out,
     )
     return 0

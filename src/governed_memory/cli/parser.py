@@ -17,6 +17,7 @@ from governed_memory.cli.options import (
     STORE_FIELDS,
     add_settings,
 )
+from governed_memory.cli.quarantine import add_command as add_quarantine_command
 from governed_memory.mcp_server import add_command as add_mcp_command
 
 Run = Callable[[argparse.Namespace, TextIO], int]
@@ -164,8 +165,16 @@ COMMANDS = (
     Command(
         "export",
         commands.export,
-        "Write the event log as JSON Lines (content sealed).",
-        options=(option("--output", required=True, metavar="FILE", help="file, or - for stdout"),),
+        "Write the event log as JSON Lines (content sealed), with the API keys (their "
+        "secrets' hashes) and idempotency records, so that an import elsewhere keeps them.",
+        options=(
+            option("--output", required=True, metavar="FILE", help="file, or - for stdout"),
+            option(
+                "--without-credentials",
+                action="store_true",
+                help="leave out the API keys and idempotency records (the log and its keys only)",
+            ),
+        ),
     ),
     Command(
         "import",
@@ -224,6 +233,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         add_settings(sub, command.settings, command.setting_helps)
         for extra in command.options:
             sub.add_argument(*extra.names, **extra.keywords)
+    add_quarantine_command(top)
     add_mcp_command(top)
     return parser
 

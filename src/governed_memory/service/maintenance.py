@@ -27,8 +27,16 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.errors import CryptoError, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import ItemKey, SubjectKey
+from governed_memory.service.carried import (
+    CARRIED,
+    CarriedLoader,
+    api_key_from,
+    carried_records,
+    idempotency_from,
+)
 from governed_memory.service.chain_export import ExportChain, event_record
 from governed_memory.service.indexing import Indexer
+from governed_memory.service.progress import OnStep, counted, rebuild_steps, silent
 from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
 
@@ -44,6 +52,8 @@ class ImportReport:
     subject_keys: int
     items: int
     item_keys: int = 0
+    api_keys: int = 0
+    idempotency_records: int = 0
 
 
 class Maintenance:
@@ -68,9 +78,10 @@ class Maintenance:
         settings, and record them as the index's: ``gmem reindex`` (see :mod:`.reindex`)."""
         return Rebuild(self._store, self._vault, self._indexer, on_progress).reindex()
 
-    def export(self) -> Iterator[dict[str, Any]]:
-        """Every live subject key, every live item key, then every event, as JSON-ready
-        records.
+    def export(self, credentials: bool = True) -> Iterator[dict[str, Any]]:
+        """Every live subject key, every live item key, every event, then (unless not
+        ``credentials``) every API key and idempotency record (see :mod:`.carried`), as
+        JSON-ready records.
 
         Everything is read from one snapshot of the store: a forget committing during the
         export must not leave the export holding both a destroyed key and its ciphertext.
@@ -86,30 +97,42 @@ class Maintenance:
                 for link in page:
                     yield event_record(link)  # its stored columns and chain hashes
                 if len(page) < IMPORT_CHUNK:
-                    return
+                    break
                 after = page[-1].position
+            if credentials:
+                yield from carried_records(self._store)
 
-    def import_log(self, lines: Iterable[str]) -> ImportReport:
+    def import_log(self, lines: Iterable[str], on_step: OnStep = silent) -> ImportReport:
         """Load an export into an empty store, then rebuild the projection.
 
         The whole export is validated first (every record decodes, keys unwrap under this
         master key, positions strictly increase) and spooled to a temporary file; only
         then is anything written, so a bad line cannot leave a partial, append-only log.
+        ``on_step`` is told of the stages "check", "load" and "rebuild".
         """
         if self._store.head() != 0 or next(self._store.subject_keys(limit=1), None):
             raise ValidationError("import needs an empty store: this one already has data")
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-            self._validate_into(lines, spool)
+            checked = self._validate_into(counted(lines, on_step, "check"), spool)
             spool.seek(0)
-            keys, item_keys, events = self._load(spool)
-        return ImportReport(events, keys, self.rebuild(), item_keys)
+            counts = self._load(counted(spool, on_step, "load", checked))
+        items = self.rebuild(rebuild_steps(on_step))
+        return ImportReport(
+            counts["event"],
+            counts["subject_key"],
+            items,
+            counts["item_key"],
+            counts["api_key"],
+            counts["idempotency"],
+        )
 
-    def _load(self, spool: IO[str]) -> tuple[int, int, int]:
-        """Write a validated export's keys and events, in chunks; how many subject keys,
-        item keys and events it held (item keys come before the events)."""
-        counts = {"subject_key": 0, "item_key": 0, "event": 0}
+    def _load(self, spool: Iterable[str]) -> dict[str, int]:
+        """Write a validated export's keys, events and carried records, in chunks; how many
+        records of each type it held (item keys come before the events)."""
+        counts = dict.fromkeys(("subject_key", "item_key", "event", *CARRIED), 0)
         item_keys: list[ItemKey] = []
         events: list[StoredEvent] = []
+        carried = CarriedLoader(self._store, IMPORT_CHUNK)
         for line in spool:
             data = json.loads(line)
             record = data.pop("record")
@@ -118,6 +141,8 @@ class Maintenance:
                 self._store.add_subject_key(_key_from(SubjectKey, data))
             elif record == "item_key":
                 item_keys.append(_key_from(ItemKey, data))
+            elif record in CARRIED:
+                carried.add(record, data)
             else:
                 events.append(stored_from_json(data))
             if item_keys and (events or len(item_keys) >= IMPORT_CHUNK):
@@ -130,12 +155,13 @@ class Maintenance:
             self._store.import_item_keys(item_keys)
         if events:
             self._store.import_events(events)
-        return counts["subject_key"], counts["item_key"], counts["event"]
+        carried.flush()
+        return counts
 
-    def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> None:
+    def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> int:
         """Check every record of an export; copy the valid ones to ``spool``; raise on the
-        first bad one, naming its line."""
-        last = 0
+        first bad one, naming its line; how many records it copied."""
+        last = copied = 0
         subjects: dict[tuple[str, str], SubjectKey] = {}
         chain = ExportChain()
         for number, line in enumerate(lines, start=1):
@@ -159,6 +185,8 @@ class Maintenance:
             if data["record"] == "event":
                 chain.follow(number, data)  # each tenant's hash chain, unbroken
             spool.write(line.rstrip("\n") + "\n")
+            copied += 1
+        return copied
 
     def _check_record(
         self, data: object, last: int, subjects: dict[tuple[str, str], SubjectKey]
@@ -181,6 +209,9 @@ class Maintenance:
             if subject is None:
                 raise ValidationError("an item key without its subject's key")
             self._vault.check_item_key(subject, item)
+            return last
+        if record in CARRIED:
+            (api_key_from if record == "api_key" else idempotency_from)(body)
             return last
         if record != "event":
             raise TypeError

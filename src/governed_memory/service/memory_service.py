@@ -65,6 +65,7 @@ from governed_memory.service.idempotency import (
 )
 from governed_memory.service.indexing import Indexer, SearchSettings
 from governed_memory.service.maintenance import Maintenance
+from governed_memory.service.progress import OnStep, silent
 from governed_memory.service.reads import Reads
 from governed_memory.service.retrieval import Retrieval
 from governed_memory.service.review import Review
@@ -327,10 +328,11 @@ class MemoryService:
         """
         return self._audit.events_after(principal, after, limit)
 
-    def verify_replay(self) -> ReplayReport:
+    def verify_replay(self, on_step: OnStep = silent) -> ReplayReport:
         """Rebuild the projection from the log, tenant by tenant, and compare item by item;
-        compare the search index with what the items' content makes (:mod:`.verify`)."""
-        return Verify(self.store, self._vault, self._indexer).run()
+        compare the search index with what the items' content makes (:mod:`.verify`;
+        ``on_step``: see :mod:`.progress`)."""
+        return Verify(self.store, self._vault, self._indexer).run(on_step)
 
     def decrypt(self, state: ItemState, keys: KeyCache | None = None) -> str | None:
         """The plaintext of an item, ``None`` if deleted or its subject's key is gone."""

@@ -16,9 +16,10 @@ the new signature once every tenant is done.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from governed_memory.core.events import Event, StoredEvent
 from governed_memory.core.model import ItemState
 from governed_memory.core.projection import replay
 from governed_memory.core.values import Status
@@ -37,8 +38,8 @@ PROGRESS_STEP = 256
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """How far a rebuild has come. ``items`` counts the index entries to make in the
-    tenants folded so far (it grows as tenants are folded); ``indexed`` those made."""
+    """How far a rebuild has come. ``items`` counts the active items to index in the
+    tenants folded so far (it grows as tenants are folded); ``indexed`` those done."""
 
     tenants_done: int
     tenants: int
@@ -92,9 +93,10 @@ class Rebuild:
         """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
         made: _Made = {}
         for _ in range(REBUILD_ATTEMPTS):
-            events = list(self._store.tenant_events(tenant))
-            through = events[-1].position if events else 0
-            items = [item for _, item in sorted(replay(stored.event for stored in events).items())]
+            read = _Read(self._store.tenant_events(tenant))
+            # Folded as it is read: the fold keeps one state per item, never the whole log.
+            items = [item for _, item in sorted(replay(read).items())]
+            through = read.last
             self._index(tenant, items, made)
             changes = [ItemChange(item, 0, _entry(made, item)) for item in items]
             try:
@@ -112,18 +114,18 @@ class Rebuild:
             if item.status is Status.ACTIVE and (item.id, item.content_version) not in made
         ]
         keys = active_keys(self._store, tenant, active)
-        todo = []
-        for item in active:
-            content = self._vault.open_known(item, keys)
-            if content is not None:  # None: the key is gone, nothing left to index
-                todo.append((content, self._vault.content_key(item, keys), item))
-        self._items += len(todo)
+        self._items += len(active)
         self._progress()
-        for start in range(0, len(todo), PROGRESS_STEP):
-            chunk = todo[start : start + PROGRESS_STEP]
-            for (_, _, item), entry in zip(chunk, self._indexer.docs(tenant, chunk), strict=True):
+        for start in range(0, len(active), PROGRESS_STEP):
+            # Opened a chunk at a time: the plaintext of the whole tenant is never held.
+            todo = []
+            for item in active[start : start + PROGRESS_STEP]:
+                content = self._vault.open_known(item, keys)
+                if content is not None:  # None: the key is gone, nothing left to index
+                    todo.append((content, self._vault.content_key(item, keys), item))
+            for (_, _, item), entry in zip(todo, self._indexer.docs(tenant, todo), strict=True):
                 made[(item.id, item.content_version)] = entry
-            self._indexed += len(chunk)
+            self._indexed += len(active[start : start + PROGRESS_STEP])
             self._progress()
 
 
@@ -139,6 +141,20 @@ def active_keys(store: Store, tenant: str, active: list[ItemState]) -> KeyCache:
         page = store.item_keys_for(tenant, ids[start : start + KEY_PAGE])
         keys.items.update({(tenant, memory_id): key for memory_id, key in page.items()})
     return keys
+
+
+class _Read:
+    """The events of a tenant's log as it is read, remembering the last one's position
+    (the log the fold is of: ``Store.rebuild`` refuses it if the tenant moved on)."""
+
+    def __init__(self, log: Iterator[StoredEvent]) -> None:
+        self._log = log
+        self.last = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        for stored in self._log:
+            self.last = stored.position
+            yield stored.event
 
 
 def _entry(made: _Made, item: ItemState) -> IndexDoc | None:

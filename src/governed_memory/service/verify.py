@@ -23,6 +23,7 @@ from governed_memory.ports import Store
 from governed_memory.records import SEARCH_INDEX, IndexDoc, SearchRows
 from governed_memory.results import ReplayReport
 from governed_memory.service.indexing import Indexer
+from governed_memory.service.progress import OnStep, Step, Tally, silent
 from governed_memory.service.reindex import active_keys
 from governed_memory.service.vault import KeyCache, Vault
 
@@ -35,28 +36,39 @@ class Verify:
         self._vault = vault
         self._indexer = indexer
 
-    def run(self) -> ReplayReport:
+    def run(self, on_step: OnStep = silent) -> ReplayReport:
         """Fold each tenant's log and compare; read each tenant's log, items, search rows
-        and keys in one snapshot, so a write going on meanwhile is no difference."""
+        and keys in one snapshot, so a write going on meanwhile is no difference.
+        ``on_step`` is told of the events read (stage "verify")."""
         events = items = 0
         differences: list[str] = []
         index = self._index_comparable(differences)
+        on_step(Step("verify", 0, None, "events"))
         for tenant in self._store.tenants():
             with self._store.snapshot():  # the log, the items and the index of one moment
-                log = [stored.event for stored in self._store.tenant_events(tenant)]
+                log = Tally(
+                    (stored.event for stored in self._store.tenant_events(tenant)),
+                    on_step,
+                    Step("verify", events, None, "events"),
+                )
                 live = {item.key: item for item in self._store.tenant_items(tenant)}
+                try:
+                    rebuilt = replay(log)  # folded as it is read, never held whole
+                except Exception as error:  # noqa: BLE001 - reported, not raised
+                    differences.append(f"{tenant}: the log cannot be replayed: {error}")
+                    rebuilt = None
+                    for _ in log:  # the rest of the log still counts as read
+                        pass
                 rows = self._store.search_rows(tenant) if index else {}
                 keys = active_keys(self._store, tenant, _searchable(live.values()))
-            events += len(log)
+            events = log.done
             items += len(live)
-            try:
-                rebuilt = replay(log)
-            except Exception as error:  # noqa: BLE001 - reported, not raised
-                differences.append(f"{tenant}: the log cannot be replayed: {error}")
-            else:
+            on_step(Step("verify", events, None, "events"))
+            if rebuilt is not None:
                 differences.extend(diff(rebuilt, live))
             if index:
                 differences.extend(self._index_differences(tenant, live.values(), rows, keys))
+        on_step(Step("verify", events, events, "events"))
         return ReplayReport(events, items, differences)
 
     def _index_comparable(self, differences: list[str]) -> bool:

@@ -135,6 +135,20 @@ class MemoryStore(MemorySearch):
         with self._lock:
             return self._idempotency.get((tenant_id, credential, key))
 
+    def idempotency_records(
+        self, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        with self._lock:
+            keys = sorted(k for k in self._idempotency if after is None or k > after)
+            return [self._idempotency[k] for k in keys[:limit]]
+
+    def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
+        with self._lock:
+            where = [(r.tenant_id, r.credential, r.key) for r in records]
+            if any(w in self._idempotency for w in where) or len(set(where)) < len(where):
+                raise ValueError("an idempotency record is stored already")
+            self._idempotency.update(zip(where, records, strict=True))
+
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         with self._lock:
             tail = self._events[max(after, 0) :]

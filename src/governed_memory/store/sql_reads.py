@@ -53,6 +53,7 @@ class Dialect(Protocol):
     SUBJECT_KEYS_OF: str
     SUBJECT_KEYS: str
     GET_IDEMPOTENCY: str
+    IDEMPOTENCY_PAGE: str
     EVENTS_AFTER: str
     TENANT_EVENTS_AFTER: str
     MEMORY_EVENTS: str
@@ -314,6 +315,12 @@ class SQLReads:
     def idempotency(self, tenant_id: str, credential: str, key: str) -> IdempotencyRecord | None:
         rows = self._db.query(self._sql.GET_IDEMPOTENCY, (tenant_id, credential, key))
         return idempotency_from_row(tenant_id, credential, key, rows[0]) if rows else None
+
+    def idempotency_records(
+        self, after: tuple[str, str, str] | None, limit: int
+    ) -> list[IdempotencyRecord]:
+        rows = self._db.query(self._sql.IDEMPOTENCY_PAGE, (*(after or ("", "", "")), limit))
+        return [idempotency_from_row(t, c, k, rest) for t, c, k, *rest in rows]
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         if tenant_id is None:

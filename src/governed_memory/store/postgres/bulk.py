@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from governed_memory.codec import EVENT_COLUMNS, item_row
+from governed_memory.codec import EVENT_COLUMNS, idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
@@ -58,6 +58,19 @@ def import_item_keys(database: PostgresDatabase, keys: Sequence[ItemKey]) -> Non
         cursor.executemany(
             sql.INSERT_ITEM_KEY,
             [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
+
+
+def import_idempotency(database: PostgresDatabase, records: Sequence[IdempotencyRecord]) -> None:
+    """Store imported idempotency records in one transaction (a duplicate refuses them
+    all)."""
+    with database.write_transaction() as conn, conn.cursor() as cursor:
+        cursor.executemany(
+            sql.IMPORT_IDEMPOTENCY,
+            [
+                (r.tenant_id, r.credential, r.key, r.fingerprint, idempotency_result(r), r.position)
+                for r in records
+            ],
         )
 
 
@@ -131,4 +144,4 @@ def _scopes(
     }
 
 
-__all__ = ["import_events", "import_item_keys", "rebuild"]
+__all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]

@@ -68,6 +68,17 @@ GET_IDEMPOTENCY = (
     "SELECT fingerprint, result, position FROM idempotency "
     "WHERE tenant_id = %s AND credential = %s AND key = %s"
 )
+#: Idempotency records after a (tenant, credential, key), in that order: an export's pages.
+IDEMPOTENCY_PAGE = (
+    "SELECT tenant_id, credential, key, fingerprint, result, position FROM idempotency "
+    "WHERE (tenant_id, credential, key) > (%s, %s, %s) "
+    "ORDER BY tenant_id, credential, key LIMIT %s"
+)
+#: An imported idempotency record, with the position it had in the exported store.
+IMPORT_IDEMPOTENCY = (
+    "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
 TENANT_EVENTS_AFTER = (
     EVENT_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"

@@ -21,6 +21,7 @@ from typing import Any
 from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
+    IdempotencyRecord,
     ItemChange,
     ItemKey,
     SearchMatches,
@@ -85,6 +86,9 @@ class PostgresStore(SQLReads):
 
     def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
         bulk.import_item_keys(self.database, keys)
+
+    def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
+        bulk.import_idempotency(self.database, records)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         bulk.rebuild(self.database, tenant_id, changes, through)

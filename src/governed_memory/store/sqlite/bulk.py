@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from governed_memory.codec import item_row
+from governed_memory.codec import idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
-from governed_memory.records import ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
@@ -25,6 +25,8 @@ from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
 
 ScopeKey = tuple[str, str, str]
+#: Items whose rows a rebuild builds and inserts at once.
+LOAD_CHUNK = 2_048
 
 
 def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
@@ -45,6 +47,19 @@ def import_item_keys(database: SQLiteDatabase, keys: Sequence[ItemKey]) -> None:
         conn.executemany(
             sql.INSERT_ITEM_KEY,
             [(k.tenant_id, k.memory_id, k.subject_id, k.key_id, k.wrapped) for k in keys],
+        )
+
+
+def import_idempotency(database: SQLiteDatabase, records: Sequence[IdempotencyRecord]) -> None:
+    """Store imported idempotency records in one transaction (a duplicate refuses them
+    all)."""
+    with database.write_transaction() as conn:
+        conn.executemany(
+            sql.INSERT_IDEMPOTENCY,
+            [
+                (r.tenant_id, r.credential, r.key, r.fingerprint, idempotency_result(r), r.position)
+                for r in records
+            ],
         )
 
 
@@ -69,15 +84,21 @@ def rebuild(
                 conn.execute(sql.NEW_SCOPE, key)
                 scopes[key] = conn.execute(sql.GET_SCOPE_ID, key).fetchone()[0]
         (top,) = conn.execute(sql.TOP_ROWID).fetchone()
-        rows = _Rows.of(tenant_id, changes, scopes, first_rowid=top + 1)
-        conn.executemany(sql.LOAD_ITEM, rows.items)
-        conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
-        conn.executemany(sql.LOAD_VECTOR, rows.vectors)
-        rows.postings.sort()  # in key order: each B-tree page is visited once
-        conn.executemany(sql.INSERT_POSTING, rows.postings)
+        totals = {scope: [0, 0] for scope in scopes.values()}
+        # A chunk of items at a time: the rows of a whole tenant are never held at once.
+        for start in range(0, len(changes), LOAD_CHUNK):
+            chunk = changes[start : start + LOAD_CHUNK]
+            rows = _Rows.of(tenant_id, chunk, scopes, first_rowid=top + 1 + start)
+            conn.executemany(sql.LOAD_ITEM, rows.items)
+            conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
+            conn.executemany(sql.LOAD_VECTOR, rows.vectors)
+            rows.postings.sort()  # in key order: each B-tree page is visited once a chunk
+            conn.executemany(sql.INSERT_POSTING, rows.postings)
+            for scope, (n, length) in rows.totals.items():
+                totals[scope][0] += n
+                totals[scope][1] += length
         conn.executemany(
-            sql.SCOPE_TOTALS,
-            [(n, length, scope) for scope, (n, length) in rows.totals.items()],
+            sql.SCOPE_TOTALS, [(n, length, scope) for scope, (n, length) in totals.items()]
         )
     return scopes
 
@@ -134,4 +155,4 @@ class _Rows:
         return rows
 
 
-__all__ = ["import_events", "import_item_keys", "rebuild"]
+__all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]

@@ -65,6 +65,11 @@ GET_IDEMPOTENCY = (
     "SELECT fingerprint, result, position FROM idempotency "
     "WHERE tenant_id = ? AND credential = ? AND key = ?"
 )
+#: Idempotency records after a (tenant, credential, key), in that order: an export's pages.
+IDEMPOTENCY_PAGE = (
+    "SELECT tenant_id, credential, key, fingerprint, result, position FROM idempotency "
+    "WHERE (tenant_id, credential, key) > (?, ?, ?) ORDER BY tenant_id, credential, key LIMIT ?"
+)
 EVENTS_AFTER = EVENT_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_EVENTS_AFTER = (
     EVENT_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"

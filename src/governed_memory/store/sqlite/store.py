@@ -25,6 +25,7 @@ from typing import Any
 from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
+    IdempotencyRecord,
     ItemChange,
     ItemKey,
     SearchMatches,
@@ -102,6 +103,9 @@ class SQLiteStore(SQLReads):
 
     def import_item_keys(self, keys: Sequence[ItemKey]) -> None:
         bulk.import_item_keys(self.database, keys)
+
+    def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
+        bulk.import_idempotency(self.database, records)
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         """Replace the tenant's rows in bulk: a few statements, not a few per item."""
