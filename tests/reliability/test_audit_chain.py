@@ -68,7 +68,6 @@ def tamper(store: Store, *statements: str) -> None:
         try:
             for trigger in ("events_refuse_update", "events_refuse_delete"):
                 conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-            conn.execute("DROP TRIGGER IF EXISTS events_refuse_rechain")
             for statement in statements:
                 conn.execute(statement.replace("%s", "?"))
             conn.commit()
@@ -266,19 +265,27 @@ def test_the_append_only_triggers_still_refuse_changing_a_chained_event(
     sql_store: Store,
 ) -> None:
     """Migration 0008 lets the store set the chain of an unchained event only: the hashes
-    of a chained event, like its columns, cannot be updated."""
+    of a chained event, like its columns, its position and (SQLite) its rowid, cannot be
+    updated."""
     seeded(sql_store)
-    for statement in (
+    statements = [
         "UPDATE events SET hash = prev_hash WHERE position = 1",
         "UPDATE events SET actor = 'x' WHERE position = 1",
+        "UPDATE events SET position = 999999 WHERE position = 2",
         "DELETE FROM events WHERE position = 1",
-    ):
+    ]
+    if isinstance(sql_store, SQLiteStore):  # the aliases of SQLite's INTEGER PRIMARY KEY
+        statements += [
+            "UPDATE events SET rowid = 999999 WHERE position = 2",
+            "UPDATE events SET _rowid_ = 999999 WHERE position = 2",
+            "UPDATE events SET oid = 999999 WHERE position = 2",
+        ]
+    for statement in statements:
         with pytest.raises((sqlite3.DatabaseError, psycopg.Error), match="append-only"):
             _run(sql_store, statement, ())
 
 
 SQLITE_BEFORE_0008 = (
-    "DROP TRIGGER events_refuse_rechain",
     "DROP TRIGGER events_refuse_update",
     "ALTER TABLE events DROP COLUMN prev_hash",
     "ALTER TABLE events DROP COLUMN hash",
