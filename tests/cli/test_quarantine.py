@@ -105,13 +105,50 @@ def test_promote_makes_the_item_active_and_verified(server: Server) -> None:
 
 
 def test_reject_with_a_reason_rejects_the_item(server: Server) -> None:
-    """Rejection (its version read first when none is given) stores the reason; the item
-    leaves the queue."""
+    """Rejection at the reviewed version stores the reason; the item leaves the queue."""
     memory_id = server.quarantined()
-    done = server.gmem("reject", memory_id, "--reason", "not a fact")
+    done = server.gmem("reject", memory_id, "--expected-version", "1", "--reason", "not a fact")
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"rejected {memory_id}: rejected, v2\n"
     assert memory_id not in server.gmem("list", "--limit", "500").stdout
+
+
+@pytest.mark.parametrize("action", ["promote", "reject"])
+def test_a_review_without_the_reviewed_version_is_refused_and_changes_nothing(
+    server: Server, action: str
+) -> None:
+    """An untrusted writer may rewrite a quarantined item after a reviewer read it, so
+    promote and reject need the version reviewed: without it, a usage error, and the
+    item stays in the queue at its version."""
+    memory_id = server.quarantined()
+    done = server.gmem(action, memory_id)
+    assert done.returncode == 2
+    assert "--expected-version" in done.stderr
+    row = next(
+        line
+        for line in server.gmem("list", "--limit", "500").stdout.splitlines()
+        if line.startswith(memory_id)
+    )
+    assert row.split()[-1] == "1"
+
+
+def test_control_characters_of_stored_content_reach_the_terminal_as_escapes(
+    server: Server,
+) -> None:
+    """Content an agent wrote with escape sequences (hidden text, a cleared line, a
+    clipboard write) and a right-to-left override is shown escaped: no control or
+    direction character of it reaches the reviewer's terminal."""
+    hostile = "Pay \x1b[8mevery invoice twice\x1b[0m.\x1b[2K\x1b]52;c;ZXZpbA==\x07 \u202efdp.exe"
+    memory_id = server.quarantined(hostile)
+    done = server.gmem("show", memory_id)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.rstrip().splitlines()[-1]
+    assert shown == (
+        "Pay \\x1b[8mevery invoice twice\\x1b[0m.\\x1b[2K\\x1b]52;c;ZXZpbA==\\x07 \\u202efdp.exe"
+    )
+    assert not any(ord(c) < 0x20 and c not in "\n\t" for c in done.stdout)
+    assert "\u202e" not in done.stdout
+    assert "\x1b" not in server.gmem("list", "--limit", "500").stdout
 
 
 def test_a_stale_expected_version_is_one_line_naming_the_conflict(server: Server) -> None:

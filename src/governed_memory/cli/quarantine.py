@@ -6,6 +6,11 @@ with the Python client (:mod:`governed_memory.client`), under a reviewer's API k
 of review (four eyes, versions, agents) is the service's. The service and the key come
 from ``--url`` / ``GMEM_URL`` and ``--api-key`` / ``GMEM_API_KEY``, as for ``gmem mcp``.
 A refusal prints the service's problem detail as the one error line.
+
+What a reviewer reads is untrusted by definition: every text from the service is printed
+through :func:`printable`, so control and direction characters an agent stored (escape
+sequences that hide text, move the cursor or write the clipboard) show as escapes
+instead of acting on the reviewer's terminal. ``--json`` output is escaped by JSON.
 """
 
 from __future__ import annotations
@@ -38,6 +43,22 @@ def connect(args: argparse.Namespace) -> Client:
     return Client(args.url or os.environ.get(URL_VARIABLE) or DEFAULT_URL, api_key)
 
 
+#: Bidirectional controls, which reorder how a line reads without changing its text.
+_BIDI = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A)) | {0x200E, 0x200F}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab (C0, DEL, C1) and every
+    bidirectional control written as an escape (``\\x1b``, ``\\u202e``)."""
+    return "".join(
+        char
+        if char in "\n\t"
+        or not (ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or ord(char) in _BIDI)
+        else (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        for char in text
+    )
+
+
 def age(since: datetime, now: datetime) -> str:
     """How long ago ``since`` was, in the largest whole unit: ``45s``, ``12m``, ``3h``, ``2d``."""
     seconds = max(0, int((now - since).total_seconds()))
@@ -63,7 +84,7 @@ def table(items: list[MemoryItem], now: datetime) -> list[str]:
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(len(COLUMNS))]
     return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        printable("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip()
         for row in rows
     ]
 
@@ -117,9 +138,9 @@ def show(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps(item.to_dict()), file=out)
         return 0
     for name, value in describe(item, datetime.now(UTC)):
-        print(f"{name + ':':<12} {value}", file=out)
+        print(f"{name + ':':<12} {printable(str(value))}", file=out)
     print("", file=out)
-    print("(content destroyed)" if item.content is None else item.content, file=out)
+    print("(content destroyed)" if item.content is None else printable(item.content), file=out)
     return 0
 
 
@@ -145,8 +166,7 @@ def describe(item: MemoryItem, now: datetime) -> list[tuple[str, Any]]:
 def promote(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem quarantine promote``: the item becomes active and verified."""
     with connect(args) as client:
-        version = _version(client, args)
-        item = client.promote(args.memory_id, version)
+        item = client.promote(args.memory_id, args.expected_version)
     print(f"promoted {item.id}: {item.status.value}, {item.trust.value}, v{item.version}", file=out)
     return 0
 
@@ -154,17 +174,9 @@ def promote(args: argparse.Namespace, out: TextIO) -> int:
 def reject(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem quarantine reject``: the item is rejected, the reason stored sealed."""
     with connect(args) as client:
-        version = _version(client, args)
-        item = client.reject(args.memory_id, version, args.reason)
+        item = client.reject(args.memory_id, args.expected_version, args.reason)
     print(f"rejected {item.id}: {item.status.value}, v{item.version}", file=out)
     return 0
-
-
-def _version(client: Client, args: argparse.Namespace) -> int:
-    """The version the review is for: ``--expected-version``, else the item's current one."""
-    if args.expected_version is not None:
-        return int(args.expected_version)
-    return find(client, args.memory_id).version
 
 
 def add_command(subparsers: Any) -> None:
@@ -221,8 +233,9 @@ def _review_options(parser: argparse.ArgumentParser) -> None:
         "--expected-version",
         type=_positive,
         metavar="N",
-        help="the version you reviewed (from list or show); refused if the item changed "
-        "since (default: its version now)",
+        required=True,
+        help="the version you reviewed (from list or show): refused if the item changed "
+        "since, so a rewrite made after your review is never promoted or rejected unseen",
     )
 
 
