@@ -63,8 +63,8 @@ def undone_on_failure(chosen: Settings) -> Iterator[None]:
         if database is not None and new_database and database.exists():
             if not _untouched(chosen):
                 log.info(
-                    "%s was written to by another process during the failed import: "
-                    "nothing was removed",
+                    "%s has data or a master key binding now (another process wrote to "
+                    "it, or the import failed while loading): nothing was removed",
                     describe_store(chosen.data_dir, chosen.database_url),
                 )
                 raise
