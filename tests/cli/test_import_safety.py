@@ -84,6 +84,24 @@ def test_an_import_refused_for_its_master_key_can_be_retried_with_the_right_one_
     assert "imported 1 event(s)" in done.stdout
 
 
+def test_an_import_under_a_new_key_file_can_be_retried_and_the_file_is_named(
+    tmp_path: Path,
+) -> None:
+    """Into a migrated SQLite store without a master key: the key file made for it fails
+    the import, stays (the database was there before) and is named; the import under
+    the export's master key then succeeds."""
+    right = new_master_key()
+    dump = exported(tmp_path, right)
+    target = tmp_path / "target"
+    assert run("migrate", "--data-dir", str(target)).returncode == 0
+    wrong = run("import", str(dump), "--data-dir", str(target))
+    assert wrong.returncode == 1
+    assert "subject key failed authentication" in wrong.stderr
+    assert f"{target / 'master.key'} was created for this store and stays" in wrong.stderr
+    done = run("import", str(dump), "--data-dir", str(target), master_key=right)
+    assert done.returncode == 0, done.stderr
+
+
 def test_an_import_refused_for_its_master_key_can_be_retried_with_the_right_one_on_postgresql(
     tmp_path: Path,
 ) -> None:

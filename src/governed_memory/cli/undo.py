@@ -71,9 +71,22 @@ def undone_on_failure(chosen: Settings) -> Iterator[None]:
             database.unlink(missing_ok=True)
             for path in new_files:
                 path.unlink(missing_ok=True)
+        _say_if_key_stays(companions[-1], new_files)
         for folder in new_folders:
             _remove_if_empty(folder)
         raise
+
+
+def _say_if_key_stays(key: Path, new_files: list[Path]) -> None:
+    """Say so when the ``master.key`` the block created stays (beside a database that was
+    there before): the store is bound to no key yet, but a later start without
+    ``GMEM_MASTER_KEY`` will read that file."""
+    if key in new_files and key.exists():
+        log.info(
+            "%s was created for this store and stays, as the database was there before: "
+            "replace it with the key the export was made under, or set GMEM_MASTER_KEY",
+            key,
+        )
 
 
 def _untouched(chosen: Settings) -> bool:
