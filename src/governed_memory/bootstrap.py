@@ -181,18 +181,27 @@ def store_from(settings: Settings, *, read_only: bool = False) -> Store:
 
 
 def service_from(
-    settings: Settings, *, read_only: bool = False, reindexing: bool = False
+    settings: Settings, *, read_only: bool = False, reindexing: bool = False, bind: bool = True
 ) -> MemoryService:
     """The service the settings describe (``gmem replay``, ``expire``, ``export``…);
     ``read_only`` for the commands that only read (see :func:`open_store`); ``reindexing``
     for ``gmem reindex`` only, which rebuilds a search index built with other settings, so
-    the store's index is not checked against these."""
-    service, _ = open_from(settings, read_only=read_only, reindexing=reindexing, warm=False)
+    the store's index is not checked against these. Not ``bind``: an unbound store is not
+    bound to the master key at open (``gmem import``, which binds it only once the export
+    is known to be wrapped under that key; see :func:`_bind`)."""
+    service, _ = open_from(
+        settings, read_only=read_only, reindexing=reindexing, warm=False, bind=bind
+    )
     return service
 
 
 def open_from(
-    settings: Settings, *, read_only: bool = False, reindexing: bool = False, warm: bool = True
+    settings: Settings,
+    *,
+    read_only: bool = False,
+    reindexing: bool = False,
+    warm: bool = True,
+    bind: bool = True,
 ) -> tuple[MemoryService, Store]:
     """The service the settings describe, and its store for the API keys an adapter reads
     (``gmem serve``); closing the service closes the store.
@@ -214,6 +223,7 @@ def open_from(
         search,
         options=settings.store_options() | {"read_only": read_only},
         reindexing=reindexing,
+        bind=bind,
     )
 
 
@@ -250,6 +260,7 @@ def _open(
     *,
     options: dict[str, Any],
     reindexing: bool = False,
+    bind: bool = True,
 ) -> tuple[MemoryService, Store]:
     if is_postgres(database_url) and not master_key:
         raise ValidationError(
@@ -262,7 +273,7 @@ def _open(
     read_only = bool(options.get("read_only", False))
     kind, where = store_location(data_dir, database_url)
     keys = _KeySource(
-        key_directory(data_dir, database_url), master_key, read_only, f"{kind} {where}"
+        key_directory(data_dir, database_url), master_key, read_only, f"{kind} {where}", bind
     )
     # A reindex rebuilds an index of other settings; a read-only command never searches or
     # indexes (and could not record settings on an empty store).
@@ -275,12 +286,15 @@ def _open(
 class _KeySource:
     """Where the master key comes from (``master_key`` if given, else the key file in
     ``key_dir``), whether the store is opened read-only (then the key's check value
-    is compared, not recorded) and the store in words for a refusal (``where``)."""
+    is compared, not recorded), the store in words for a refusal (``where``), and whether
+    an unbound store is bound now (``bind``; if not, the check value is compared when
+    there is one, and recorded later, by ``gmem import``)."""
 
     key_dir: Path
     master_key: str | None
     read_only: bool
     where: str
+    bind: bool = True
 
 
 def _service_over(
@@ -342,14 +356,17 @@ def _bind(store: Store, keyring: Keyring, wrapped_here: bool, keys: _KeySource) 
     store from before the check value existed is bound at its next start, but only if
     the subject keys it holds unwrap under this master key (``wrapped_here``); a bound
     store whose keys do not was altered, and is refused too. A read-only open compares
-    and records nothing.
+    and records nothing; so does an open that does not ``bind`` (``gmem import``: an import
+    that fails must not leave an empty store bound to a master key no export was checked
+    against; :meth:`~governed_memory.service.maintenance.Maintenance.import_log` binds it
+    before its first write).
     """
     wanted = keyring.check_value()
     stored = store.meta(MASTER_KEY_CHECK)
     if stored is None:
         if not wrapped_here:
             raise ValidationError(_another_key(keys.where))
-        if keys.read_only:
+        if keys.read_only or not keys.bind:
             return
         stored = store.claim_meta(MASTER_KEY_CHECK, wanted)
     if stored != wanted:

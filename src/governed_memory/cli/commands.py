@@ -158,7 +158,7 @@ def import_(args: argparse.Namespace, out: TextIO) -> int:
     leaves no store files and no master key it created (see :mod:`.undo`)."""
     with (
         undone_on_failure(settings(args, STORE_FIELDS)),
-        opened_service(args) as service,
+        opened_service(args, bind=False) as service,  # bound once the export checks out
         step_progress(out) as on_step,
     ):
         if args.file == "-":

@@ -99,12 +99,19 @@ def opened_store(args: argparse.Namespace, *, read_only: bool = False) -> closin
 
 
 def opened_service(
-    args: argparse.Namespace, *, read_only: bool = False, reindexing: bool = False
+    args: argparse.Namespace,
+    *,
+    read_only: bool = False,
+    reindexing: bool = False,
+    bind: bool = True,
 ) -> closing[MemoryService]:
     """The service the command's settings describe, to use in a ``with`` block
-    (``read_only``, ``reindexing``: see :func:`governed_memory.bootstrap.service_from`)."""
+    (``read_only``, ``reindexing``, ``bind``: see
+    :func:`governed_memory.bootstrap.service_from`)."""
     chosen = settings(args, SERVICE_FIELDS)
-    return closing(bootstrap.service_from(chosen, read_only=read_only, reindexing=reindexing))
+    return closing(
+        bootstrap.service_from(chosen, read_only=read_only, reindexing=reindexing, bind=bind)
+    )
 
 
 __all__ = [

@@ -12,36 +12,27 @@ to PostgreSQL.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import Any
 
-from governed_memory.codec import CodecError, stored_from_json
-from governed_memory.core import values
+from governed_memory.codec import stored_from_json
 from governed_memory.core.events import StoredEvent
-from governed_memory.errors import CryptoError, ValidationError
+from governed_memory.errors import ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import ItemKey, SubjectKey
-from governed_memory.service.carried import (
-    CARRIED,
-    CarriedLoader,
-    api_key_from,
-    carried_records,
-    idempotency_from,
-)
-from governed_memory.service.chain_export import ExportChain, event_record
+from governed_memory.service.carried import CARRIED, CarriedLoader, carried_records
+from governed_memory.service.chain_export import event_record
+from governed_memory.service.import_check import ExportCheck
 from governed_memory.service.indexing import Indexer
+from governed_memory.service.keyrecords import key_from, key_record
 from governed_memory.service.progress import OnStep, counted, rebuild_steps, silent
 from governed_memory.service.reindex import OnProgress, Rebuild
 from governed_memory.service.vault import Vault
 
 IMPORT_CHUNK = 5_000
-K = TypeVar("K", SubjectKey, ItemKey)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +79,9 @@ class Maintenance:
         """
         with self._store.snapshot():
             for key in self._store.subject_keys():
-                yield _key_record("subject_key", key)
+                yield key_record("subject_key", key)
             for item in self._store.item_keys():
-                yield _key_record("item_key", item)
+                yield key_record("item_key", item)
             after = 0
             while True:
                 page = self._store.chain_links(None, after, IMPORT_CHUNK)
@@ -106,14 +97,18 @@ class Maintenance:
         """Load an export into an empty store, then rebuild the projection.
 
         The whole export is validated first (every record decodes, keys unwrap under this
-        master key, positions strictly increase) and spooled to a temporary file; only
-        then is anything written, so a bad line cannot leave a partial, append-only log.
-        ``on_step`` is told of the stages "check", "load" and "rebuild".
+        master key, positions strictly increase, nothing comes twice: see
+        :mod:`.import_check`) and spooled to a temporary file; only then is anything
+        written, so a bad line cannot leave a partial, append-only log. Just before the
+        first write the store is bound to this master key (a store opened without binding,
+        as ``gmem import`` opens it, stays unbound if the export is refused) and found
+        empty again. ``on_step`` is told of the stages "check", "load" and "rebuild".
         """
-        if self._store.head() != 0 or next(self._store.subject_keys(limit=1), None):
-            raise ValidationError("import needs an empty store: this one already has data")
+        self._refuse_unless_empty()
         with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-            checked = self._validate_into(counted(lines, on_step, "check"), spool)
+            checked = ExportCheck(self._vault).into(counted(lines, on_step, "check"), spool)
+            self._vault.bind()  # the export is wrapped under this key: bind the store to it
+            self._refuse_unless_empty()  # a slow export: another writer may have come
             spool.seek(0)
             counts = self._load(counted(spool, on_step, "load", checked))
         items = self.rebuild(rebuild_steps(on_step))
@@ -125,6 +120,10 @@ class Maintenance:
             counts["api_key"],
             counts["idempotency"],
         )
+
+    def _refuse_unless_empty(self) -> None:
+        if self._store.head() != 0 or next(self._store.subject_keys(limit=1), None):
+            raise ValidationError("import needs an empty store: this one already has data")
 
     def _load(self, spool: Iterable[str]) -> dict[str, int]:
         """Write a validated export's keys, events and carried records, in chunks; how many
@@ -138,9 +137,9 @@ class Maintenance:
             record = data.pop("record")
             counts[record] += 1
             if record == "subject_key":
-                self._store.add_subject_key(_key_from(SubjectKey, data))
+                self._store.add_subject_key(key_from(SubjectKey, data))
             elif record == "item_key":
-                item_keys.append(_key_from(ItemKey, data))
+                item_keys.append(key_from(ItemKey, data))
             elif record in CARRIED:
                 carried.add(record, data)
             else:
@@ -157,97 +156,3 @@ class Maintenance:
             self._store.import_events(events)
         carried.flush()
         return counts
-
-    def _validate_into(self, lines: Iterable[str], spool: IO[str]) -> int:
-        """Check every record of an export; copy the valid ones to ``spool``; raise on the
-        first bad one, naming its line; how many records it copied."""
-        last = copied = 0
-        subjects: dict[tuple[str, str], SubjectKey] = {}
-        chain = ExportChain()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                last = self._check_record(data, last, subjects)
-            except (
-                ValueError,
-                TypeError,
-                KeyError,
-                CodecError,
-                CryptoError,
-                ValidationError,
-            ) as error:
-                detail = error.detail if isinstance(error, CryptoError) else type(error).__name__
-                raise ValidationError(
-                    f"line {number} is not a valid export record ({detail})"
-                ) from None
-            if data["record"] == "event":
-                chain.follow(number, data)  # each tenant's hash chain, unbroken
-            spool.write(line.rstrip("\n") + "\n")
-            copied += 1
-        return copied
-
-    def _check_record(
-        self, data: object, last: int, subjects: dict[tuple[str, str], SubjectKey]
-    ) -> int:
-        """Raise unless ``data`` is a valid record following position ``last``; the last
-        event position so far. ``subjects`` collects the subject keys met so far: an item
-        key must unwrap under one of them."""
-        if not isinstance(data, dict):
-            raise TypeError
-        record = data.get("record")
-        body = {k: v for k, v in data.items() if k != "record"}
-        if record == "subject_key":
-            key = _key_from(SubjectKey, body)
-            self._vault.check_wrapped(key)  # the master key must match
-            subjects[(key.tenant_id, key.subject_id)] = key
-            return last
-        if record == "item_key":
-            item = _key_from(ItemKey, body)
-            subject = subjects.get((item.tenant_id, item.subject_id))
-            if subject is None:
-                raise ValidationError("an item key without its subject's key")
-            self._vault.check_item_key(subject, item)
-            return last
-        if record in CARRIED:
-            (api_key_from if record == "api_key" else idempotency_from)(body)
-            return last
-        if record != "event":
-            raise TypeError
-        position = stored_from_json(body).position
-        if position <= last:
-            raise ValueError
-        return position
-
-
-#: How the text fields of a key record are checked when it is imported.
-_KEY_FIELDS: dict[str, Callable[[object], str]] = {
-    "tenant_id": values.tenant_id,
-    "subject_id": values.subject_id,
-    "memory_id": values.memory_id,
-}
-
-
-def _key_record(record: str, key: SubjectKey | ItemKey) -> dict[str, Any]:
-    """A key as an export record: its ids as text, its bytes in base64."""
-    fields = dataclasses.asdict(key)
-    return {"record": record} | {
-        name: base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
-        for name, value in fields.items()
-    }
-
-
-def _key_from(cls: type[K], data: dict[str, Any]) -> K:
-    """The key an export record holds, every field checked; ``ValidationError`` if not."""
-    try:
-        values_of: dict[str, Any] = {
-            f.name: _KEY_FIELDS[f.name](data[f.name])
-            if f.name in _KEY_FIELDS
-            else base64.b64decode(data[f.name], validate=True)
-            for f in dataclasses.fields(cls)
-        }
-    except (KeyError, TypeError, binascii.Error) as error:
-        name = cls.__name__.replace("Key", " key").lower()
-        raise ValidationError(f"malformed {name} record: {type(error).__name__}") from None
-    return cls(**values_of)

@@ -26,8 +26,8 @@ from governed_memory.core.events import MemoryRejected
 from governed_memory.core.lifecycle import SealedContent
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import Status
-from governed_memory.crypto import ITEM_BLOB, SUBJECT_BLOB, Keyring, SealingKey
-from governed_memory.errors import CryptoError, SubjectKeyGone
+from governed_memory.crypto import ITEM_BLOB, MASTER_KEY_CHECK, SUBJECT_BLOB, Keyring, SealingKey
+from governed_memory.errors import CryptoError, SubjectKeyGone, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import IndexDoc, ItemKey, SealedVector, SubjectKey
 
@@ -70,6 +70,16 @@ class Vault:
     def destroyed(self, key_id: bytes) -> None:
         """Drop what the keyring caches of a key the store has just destroyed."""
         self._keyring.forget_cached(key_id)
+
+    def bind(self) -> None:
+        """Bind the store to this master key if nothing has (its check value, first claim
+        wins); refuse a store bound to another (``gmem import`` binds only now)."""
+        wanted = self._keyring.check_value()
+        if self._store.claim_meta(MASTER_KEY_CHECK, wanted) != wanted:
+            raise ValidationError(
+                "this store was bound to another master key during the import: import "
+                "into an empty store, with the master key the export was made under"
+            )
 
     def check_wrapped(self, key: SubjectKey) -> None:
         """Raise :class:`CryptoError` unless ``key`` unwraps under this master key."""
