@@ -241,6 +241,12 @@ class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, StoreMeta, Protocol
     def close(self) -> None: ...
 
 
+def holds_log(store: Store) -> bool:
+    """Whether ``store`` holds any event or subject key (what ``gmem import`` refuses to
+    load into, and what makes a store another's to keep)."""
+    return store.head() != 0 or next(store.subject_keys(limit=1), None) is not None
+
+
 class Embedder(Protocol):
     """Text to vectors, for semantic recall (SPEC §6.2): a local model with a name (it is
     part of the search index's signature) and a fixed number of dimensions."""
@@ -281,4 +287,5 @@ __all__ = [
     "SubjectKeys",
     "SystemClock",
     "Tokenizer",
+    "holds_log",
 ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from governed_memory.bootstrap import describe_store, key_directory, store_from, store_location
 from governed_memory.config import Settings
 from governed_memory.crypto import MASTER_KEY_CHECK, MASTER_KEY_FILE
+from governed_memory.ports import holds_log
 
 #: What SQLite keeps beside a database file while it is open or after a crash.
 SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -95,8 +96,7 @@ def _untouched(chosen: Settings) -> bool:
     try:
         with closing(store_from(chosen, read_only=True)) as store:
             return (
-                store.head() == 0
-                and next(store.subject_keys(limit=1), None) is None
+                not holds_log(store)
                 and not store.api_keys()
                 and store.meta(MASTER_KEY_CHECK) is None
             )

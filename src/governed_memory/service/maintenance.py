@@ -21,7 +21,7 @@ from typing import Any
 from governed_memory.codec import stored_from_json
 from governed_memory.core.events import StoredEvent
 from governed_memory.errors import ValidationError
-from governed_memory.ports import Store
+from governed_memory.ports import Store, holds_log
 from governed_memory.records import ItemKey, SubjectKey
 from governed_memory.service.carried import CARRIED, CarriedLoader, carried_records
 from governed_memory.service.chain_export import event_record
@@ -122,7 +122,7 @@ class Maintenance:
         )
 
     def _refuse_unless_empty(self) -> None:
-        if self._store.head() != 0 or next(self._store.subject_keys(limit=1), None):
+        if holds_log(self._store):
             raise ValidationError("import needs an empty store: this one already has data")
 
     def _load(self, spool: Iterable[str]) -> dict[str, int]:
