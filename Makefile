@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install install-semantic run test lint format bench bench-full bench-smoke bench-quality crash-test clean
+.PHONY: install install-semantic run test package-check lint format bench bench-full bench-smoke bench-quality crash-test clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
@@ -30,6 +30,11 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Build the wheel and sdist, twine-check them, install the wheel alone in a clean virtual
+# environment and run gmem --version, gmem demo and gmem serve from it (.ci/package-check).
+package-check: install
+	$(BIN)/python .ci/package-check
 
 lint: install
 	$(BIN)/ruff format --check src tests bench
