@@ -150,6 +150,7 @@ def open_service(
     search_language: str = "english",
     search_languages: Mapping[str, str] | None = None,
     embedder: Embedder | None = None,
+    tracing: bool = False,
     **options: Any,
 ) -> MemoryService:
     """A ready service: store opened and migrated, keyring loaded; ``close()`` it after.
@@ -160,11 +161,21 @@ def open_service(
     ``search_languages`` (tenant → language); ``embedder`` turns semantic recall on
     (:class:`governed_memory.semantic.MiniLM` is the one the extra ships). The store's
     search index must have been built with these settings (an empty store records them).
+    ``tracing`` puts use cases and store calls in OpenTelemetry spans of the process's
+    tracer provider (the ``otel`` extra; :mod:`governed_memory.telemetry`).
     """
     search = search_settings(search_language, search_languages or {}, embedder)
     policies = (policy, retention)
     service, _ = _open(
-        data_dir, database_url, master_key, synchronous, policies, clock, search, options=options
+        data_dir,
+        database_url,
+        master_key,
+        synchronous,
+        policies,
+        clock,
+        search,
+        options=options,
+        tracing=tracing,
     )
     return service
 
@@ -208,8 +219,15 @@ def open_from(
 
     With semantic recall on, the model is loaded now (``warm``: a server must not make its
     first request wait seconds for it, and a model that cannot load must stop start-up);
-    the commands that may not need it leave it to load on first use.
+    the commands that may not need it leave it to load on first use. With ``GMEM_OTEL=on``
+    the service and store are traced, the exporter installed (:mod:`.telemetry`).
     """
+    tracing = settings.otel == "on"
+    if tracing:
+        # Imported here: without tracing on, nothing of OpenTelemetry is loaded.
+        from governed_memory import telemetry
+
+        telemetry.configure(settings.otel_exporter)
     search = search_settings(
         settings.search_language, settings.tenant_languages(), _embedder(settings, warm)
     )
@@ -224,6 +242,7 @@ def open_from(
         options=settings.store_options() | {"read_only": read_only},
         reindexing=reindexing,
         bind=bind,
+        tracing=tracing,
     )
 
 
@@ -261,6 +280,7 @@ def _open(
     options: dict[str, Any],
     reindexing: bool = False,
     bind: bool = True,
+    tracing: bool = False,
 ) -> tuple[MemoryService, Store]:
     if is_postgres(database_url) and not master_key:
         raise ValidationError(
@@ -272,14 +292,24 @@ def _open(
     )
     read_only = bool(options.get("read_only", False))
     kind, where = store_location(data_dir, database_url)
+    service_class = MemoryService
+    if tracing:
+        store, service_class = _traced(store, kind)
     keys = _KeySource(
         key_directory(data_dir, database_url), master_key, read_only, f"{kind} {where}", bind
     )
     # A reindex rebuilds an index of other settings; a read-only command never searches or
     # indexes (and could not record settings on an empty store).
     checked = not reindexing and not read_only
-    service = _service_over(store, keys, policies, clock, search, checked)
+    service = _service_over(store, keys, policies, clock, search, checked, service_class)
     return service, store
+
+
+def _traced(store: Store, backend: str) -> tuple[Store, type[MemoryService]]:
+    """The store with its calls traced, and the service class whose use cases are."""
+    from governed_memory import telemetry  # the otel extra, loaded only when tracing is on
+
+    return telemetry.traced_store(store, backend), telemetry.TracedService
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +334,7 @@ def _service_over(
     clock: Clock | None,
     search: SearchSettings,
     checked: bool,
+    service_class: type[MemoryService] = MemoryService,
 ) -> MemoryService:
     """The service over ``store`` with the matching keyring and, when ``checked``, a search
     index built with ``search`` (recorded now on an empty store); the store is closed on
@@ -316,7 +347,7 @@ def _service_over(
         store.close()
         raise
     policy, retention = policies
-    return MemoryService(
+    return service_class(
         store, keyring, policy=policy, retention=retention, clock=clock, search=search
     )
 

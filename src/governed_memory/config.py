@@ -15,6 +15,7 @@ project's test suite and are left alone.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -49,6 +50,8 @@ OTHER_VARIABLES = frozenset(
         "GMEM_MCP_PORT",
     }
 )
+#: The distributions of the otel extra, by a module each provides.
+OTEL_EXTRA = {"opentelemetry.trace": "opentelemetry-api", "opentelemetry.sdk": "opentelemetry-sdk"}
 #: Variables of the project's test suite (``GMEM_TEST_POSTGRES_DSN``…), not of the product.
 TEST_PREFIX = "GMEM_TEST_"
 
@@ -96,6 +99,11 @@ class Settings(BaseSettings):
     search_language: str = "english"
     search_languages: str | None = None
     semantic: Literal["off", "on"] = "off"
+    # OpenTelemetry traces (the otel extra, docs/telemetry.md): on or off, and where spans
+    # go (console: stdout; otlp: the standard OTEL_EXPORTER_OTLP_* endpoint; global: the
+    # tracer provider the process installed itself).
+    otel: Literal["off", "on"] = "off"
+    otel_exporter: Literal["otlp", "console", "global"] = "otlp"
 
     ttl_fact_default_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][0], ge=1, le=MAX_TTL_SECONDS)
     ttl_fact_max_seconds: int = Field(DEFAULT_TTLS[Kind.FACT][1], ge=1, le=MAX_TTL_SECONDS)
@@ -279,6 +287,24 @@ def _check(settings: Settings) -> None:
         except ValidationError as error:
             raise ConfigError(f"{variable('database_url')}: {error.errors[0].message}") from None
     _check_languages(settings)
+    _check_otel(settings)
+
+
+def _check_otel(settings: Settings) -> None:
+    """Tracing needs the otel extra (looked for, not imported: nothing of OpenTelemetry
+    loads unless tracing is on)."""
+    if settings.otel == "off":
+        return
+    for module, distribution in OTEL_EXTRA.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # its parent package is missing
+            found = False
+        if not found:
+            raise ConfigError(
+                f"{variable('otel')}=on needs the otel extra, and {distribution} is not "
+                "installed: pip install 'governed-memory[otel]'"
+            )
 
 
 def _check_languages(settings: Settings) -> None:

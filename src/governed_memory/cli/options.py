@@ -41,6 +41,8 @@ SERVE_FIELDS = (
     *RETENTION_FIELDS,
     *SEARCH_FIELDS,
     "metrics_enabled",
+    "otel",
+    "otel_exporter",
 )
 
 METAVARS = {
@@ -57,6 +59,8 @@ METAVARS = {
     "search_language": "LANGUAGE",
     "search_languages": "TENANT:LANGUAGE,...",
     "semantic": "off|on",
+    "otel": "off|on",
+    "otel_exporter": "otlp|console|global",
 }
 
 

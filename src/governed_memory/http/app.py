@@ -6,6 +6,7 @@ It opens the service the settings describe through the composition root
 limiter, the error table and the middleware, and ties the expiry worker to the app's
 lifespan. Middleware, outermost first:
 
+0. with ``GMEM_OTEL=on``, the request's server span (:mod:`.tracing`);
 1. access log and HTTP metrics (sees every final status, including the 500s below);
 2. unexpected errors → 500 problem without internals;
 3. ``RateLimit-*`` headers of the authenticated key;
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
 
 from governed_memory import bootstrap
@@ -43,6 +45,16 @@ from governed_memory.worker import ExpiryWorker
 
 #: Where the app serves the scripts, styles and icon of /docs and /redoc.
 DOCS_ASSETS = "/docs/assets"
+#: FastAPI's own OpenTelemetry off, whatever tracer provider the process has: its spans
+#: carry the concrete path and the query string (memory and subject ids, filters) and its
+#: logs exception messages; the app's traces are :mod:`.tracing`'s (``GMEM_OTEL=on``).
+NO_FASTAPI_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
 
 DESCRIPTION = """\
 Governed long-term memory for AI agents. Untrusted writes wait in quarantine until a
@@ -87,6 +99,7 @@ def create_app(
         lifespan=_lifespan(worker, service if owned else None),
         static_url=DOCS_ASSETS,
         swagger_ui_parameters={"validatorUrl": None},  # no call to the online validator
+        telemetry=NO_FASTAPI_TELEMETRY,
     )
     limiter = FixedWindowLimiter(settings.rate_limit_requests, settings.rate_limit_window_seconds)
     app.state.settings = settings
@@ -128,6 +141,11 @@ def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -
     app.add_middleware(RateLimitHeadersMiddleware)
     app.add_middleware(problems.UnexpectedErrorMiddleware)
     app.add_middleware(AccessLogMiddleware, metrics=metrics)
+    if settings.otel == "on":
+        # Imported here: without tracing on, nothing of OpenTelemetry is loaded.
+        from governed_memory.http.tracing import TracingMiddleware
+
+        app.add_middleware(TracingMiddleware)
 
 
 __all__ = ["create_app"]
