@@ -74,6 +74,8 @@ SWEEPS = ("expire_due", "apply_retention", "verify_replay")
 REQUEST_SPAN: ContextVar[Span | None] = ContextVar("gmem_request_span", default=None)
 
 tracer = trace.get_tracer("governed_memory", __version__)
+#: The exporter of the provider :func:`configure` installed, if it installed one.
+_installed: Exporter | None = None
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,7 +83,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def configure(exporter: Exporter) -> None:
     """Install an SDK tracer provider exporting to ``exporter``, unless the process has
     one already (then it is used as it is, and that is said)."""
-    if exporter == "global":
+    global _installed
+    if exporter == "global" or _installed == exporter:
         return
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         log.info("an OpenTelemetry tracer provider is installed already; it is used as is")
@@ -96,6 +99,7 @@ def configure(exporter: Exporter) -> None:
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(exporter_for(exporter)))
     trace.set_tracer_provider(provider)
+    _installed = exporter
 
 
 def _service_named() -> bool:
