@@ -383,6 +383,13 @@ def test_the_otlp_exporter_without_its_package_is_a_configuration_error(
         telemetry.exporter_for("otlp")
 
 
+def test_the_otlp_exporter_comes_with_the_extra() -> None:
+    """The default exporter needs nothing beyond `governed-memory[otel]`."""
+    exporter = telemetry.exporter_for("otlp")
+    assert type(exporter).__name__ == "OTLPSpanExporter"
+    exporter.shutdown()
+
+
 def console_spans(printed: str) -> list[dict[str, Any]]:
     """The JSON objects of the console exporter among the lines ``gmem demo`` prints."""
     decoder, found, at = json.JSONDecoder(), [], printed.find("{")

@@ -40,7 +40,7 @@ from governed_memory.service import MemoryService
 log = logging.getLogger("governed_memory.telemetry")
 
 Exporter = Literal["otlp", "console", "global"]
-#: The distribution ``GMEM_OTEL_EXPORTER=otlp`` needs (not part of the extra).
+#: The distribution ``GMEM_OTEL_EXPORTER=otlp`` needs (part of the ``otel`` extra).
 OTLP_DISTRIBUTION = "opentelemetry-exporter-otlp-proto-http"
 OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http"
 
