@@ -1,0 +1,186 @@
+"""LangGraph's four operations on governed memory, one method each (blocking).
+
+Every call goes through a :class:`~.backends.Backend`, as one principal, so every rule of
+the service applies: scope, agent binding, trust cap, quarantine, versions, four eyes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.store.base import Item, ListNamespacesOp, PutOp, SearchItem, SearchOp
+
+from governed_memory.core.model import MemoryItem
+from governed_memory.core.values import Status, Trust
+from governed_memory.integrations.langgraph.backends import Backend
+from governed_memory.integrations.langgraph.filters import matches, namespace_matches
+from governed_memory.integrations.langgraph.keys import KeyState, resolve
+from governed_memory.integrations.langgraph.mapping import (
+    Envelope,
+    ItemFields,
+    KeyIds,
+    NamespaceMap,
+    open_envelope,
+    seal_envelope,
+)
+
+#: What a put gives a memory: fixed fields, or a function of (namespace, key, value).
+FieldsOf = ItemFields | Callable[[tuple[str, ...], str, Mapping[str, Any]], ItemFields]
+#: A ranked search asks the service for its best this many memories of the scope.
+RANKED = 100
+#: The token budget of a ranked search: the service's ceiling, so the limit decides.
+BUDGET = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How the store maps LangGraph onto governed memory (see :class:`~.GovernedStore`)."""
+
+    namespaces: NamespaceMap
+    fields: FieldsOf
+    key_secret: bytes = b""
+
+    def fields_of(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
+    ) -> ItemFields:
+        fields = self.fields
+        return fields if isinstance(fields, ItemFields) else fields(namespace, key, value)
+
+
+class Operations:
+    """Get, put (and delete), search and list namespaces over one backend."""
+
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+
+    # -- get, put, delete -----------------------------------------------------------------
+
+    def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        """The key's visible memory as a LangGraph item: never a quarantined write."""
+        self.settings.namespaces.scope(namespace)  # refuse a namespace that names no scope
+        state = self._state(namespace, key)
+        return None if state.visible is None else _item(state.visible, namespace, key)
+
+    def put(self, op: PutOp) -> None:
+        """Create, rewrite, correct or (value ``None``) delete the key's memory."""
+        if op.value is None:
+            return self.delete(op.namespace, op.key)
+        namespace, key, value = op.namespace, op.key, op.value
+        scope = self.settings.namespaces.scope(namespace)
+        fields = self.settings.fields_of(namespace, key, value)
+        request = fields.request() | scope._asdict()
+        request["content"] = seal_envelope(namespace, key, value)
+        if op.ttl is not None:
+            request["ttl_seconds"] = max(1, math.ceil(op.ttl * 60))
+        state = self._state(namespace, key)
+        memory_id, expected, supersedes = _target(state, fields.trust)
+        if supersedes is not None:
+            request["supersedes_id"] = supersedes
+        self.backend.write(memory_id, request | {"expected_version": expected})
+        return None
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Erase the key's live memories (its visible one and a pending correction)."""
+        self.settings.namespaces.scope(namespace)
+        for memory in self._state(namespace, key).live():
+            self.backend.erase(memory.id)
+
+    def _state(self, namespace: tuple[str, ...], key: str) -> KeyState:
+        return resolve(self.backend, KeyIds.of(namespace, key, self.settings.key_secret))
+
+    # -- search and list ------------------------------------------------------------------
+
+    def search(self, op: SearchOp) -> list[SearchItem]:
+        """Ranked by the service when there is a query, newest first without one; the
+        namespace prefix and the filter then select, offset and limit page."""
+        scope = self.settings.namespaces.search_scope(op.namespace_prefix)
+        if op.query:
+            request: dict[str, Any] = scope._asdict() | {"query": op.query}
+            request |= {"limit": RANKED, "token_budget": BUDGET}
+            if request["subject_id"] is None:
+                del request["subject_id"]
+            hits: list[tuple[MemoryItem, float | None]] = [
+                (hit.item, hit.score) for hit in self.backend.search(request).items
+            ]
+        else:
+            newest = sorted(self._active(scope._asdict()), key=_recency, reverse=True)
+            hits = [(memory, None) for memory in newest]
+        found = [
+            _search_item(memory, envelope, score)
+            for memory, score in hits
+            if (envelope := open_envelope(memory.content)) is not None
+            and tuple(envelope.namespace[: len(op.namespace_prefix)]) == op.namespace_prefix
+            and matches(envelope.value, op.filter)
+        ]
+        return found[op.offset : op.offset + op.limit]
+
+    def list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        """The namespaces of the visible memories of the agent the prefix (or the map)
+        names, filtered, cut at ``max_depth``, sorted and paged."""
+        conditions = op.match_conditions or ()
+        prefix = next((c.path for c in conditions if c.match_type == "prefix"), ())
+        agent, purpose, subject = self.settings.namespaces.browse_scope(prefix)
+        if agent is None:
+            raise ValueError("list_namespaces names an agent: give a prefix that reaches it")
+        filters = {"agent_id": agent, "purpose": purpose, "subject_id": subject}
+        found = {
+            envelope.namespace[: op.max_depth] if op.max_depth else envelope.namespace
+            for memory in self._active(filters)
+            if (envelope := open_envelope(memory.content)) is not None
+            and all(namespace_matches(envelope.namespace, c.match_type, c.path) for c in conditions)
+        }
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    def _active(self, filters: Mapping[str, str | None]) -> Iterator[MemoryItem]:
+        """Every active memory passing ``filters``, page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.backend.browse(dict(filters) | {"status": Status.ACTIVE.value}, cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+
+def _target(state: KeyState, trust: Trust) -> tuple[str, int, str | None]:
+    """Which id a put writes, at which expected version, correcting which memory."""
+    latest, visible = state.latest, state.visible
+    if latest is not None and latest.status is Status.QUARANTINED:
+        return latest.id, latest.version, None  # rework the pending proposal
+    if visible is not None and trust is Trust.UNTRUSTED:
+        return state.next_id, 0, visible.id  # propose a correction for review
+    if visible is not None:
+        return visible.id, visible.version, None  # rewrite in place
+    return state.next_id, 0, None
+
+
+def _recency(memory: MemoryItem) -> tuple[Any, str]:
+    return memory.updated_at, memory.id
+
+
+def _item(memory: MemoryItem, namespace: Sequence[str], key: str) -> Item | None:
+    envelope = open_envelope(memory.content)
+    if envelope is None or envelope.namespace != tuple(namespace) or envelope.key != key:
+        return None
+    return Item(
+        value=envelope.value,
+        key=key,
+        namespace=tuple(namespace),
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+    )
+
+
+def _search_item(memory: MemoryItem, envelope: Envelope, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=envelope.namespace,
+        key=envelope.key,
+        value=envelope.value,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        score=score,
+    )
