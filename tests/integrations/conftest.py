@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,17 @@ from governed_memory.integrations.langgraph import GovernedStore, ItemFields, Na
 from governed_memory.service import MemoryService
 from tests.conftest import make_store
 from tests.support.api import Served, serve_for_clients
+from tests.support.fakes import FakeClock
 
 #: Who acts: scopes and trust of each role (principal and key are the role's name).
 ROLES: dict[str, tuple[frozenset[Scope], Trust]] = {
-    "app": (frozenset({Scope.MEMORY_READ, Scope.MEMORY_WRITE}), Trust.TRUSTED),
+    "app": (
+        frozenset({Scope.MEMORY_READ, Scope.MEMORY_WRITE, Scope.SUBJECT_FORGET}),
+        Trust.TRUSTED,
+    ),
     "agent": (frozenset({Scope.MEMORY_READ, Scope.MEMORY_WRITE}), Trust.UNTRUSTED),
     "operator": (
-        frozenset({Scope.MEMORY_READ, Scope.MEMORY_REVIEW, Scope.SUBJECT_FORGET}),
+        frozenset({Scope.MEMORY_READ, Scope.MEMORY_REVIEW, Scope.SUBJECT_FORGET, Scope.AUDIT_READ}),
         Trust.TRUSTED,
     ),
 }
@@ -52,6 +57,11 @@ class Deployment:
     store_for: StoreFor
     quarantined: Callable[[], list[MemoryItem]]
     promote: Callable[[MemoryItem], None]
+    #: The operator reads a memory by id, and the types of the events of its history.
+    read: Callable[[str], MemoryItem]
+    history: Callable[[str], list[str]]
+    #: The service's clock, where the test holds it (in process only).
+    clock: FakeClock | None = None
 
     def store(
         self, role: str, namespaces: NamespaceMap = ONE_SCOPE, **options: Any
@@ -68,7 +78,7 @@ class Deployment:
         return len(waiting)
 
 
-def in_process(name: str, service: MemoryService) -> Deployment:
+def in_process(name: str, service: MemoryService, clock: FakeClock | None) -> Deployment:
     principals = {
         role: Principal("acme", role, scopes, trust) for role, (scopes, trust) in ROLES.items()
     }
@@ -78,6 +88,9 @@ def in_process(name: str, service: MemoryService) -> Deployment:
         lambda role, **options: GovernedStore.in_process(service, principals[role], **options),
         lambda: service.list_quarantine(operator, limit=500).items,
         lambda memory: service.promote(operator, memory.id, memory.version) and None,
+        lambda memory_id: service.get(operator, memory_id),
+        lambda memory_id: [event.type for event in service.history(operator, memory_id)],
+        clock,
     )
 
 
@@ -93,6 +106,8 @@ def over_http(served: Served) -> Deployment:
         lambda role, **options: GovernedStore.over_http(clients[role], **options),
         lambda: operator.list_quarantine(limit=500).items,
         lambda memory: operator.promote(memory.id, memory.version) and None,
+        operator.get,
+        lambda memory_id: [event.type for event in operator.history(memory_id)],
     )
 
 
@@ -114,7 +129,16 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
         return
     for store in make_store(request.param, tmp_path):
         service = MemoryService(store, Keyring(secrets.token_bytes(32)))
-        yield in_process(request.param, service)
+        yield in_process(request.param, service, None)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def held_clock(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
+    """Governed memory in process on each SQL backend, its clock in the test's hand."""
+    clock = FakeClock(datetime.now(UTC))
+    for store in make_store(request.param, tmp_path):
+        service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
+        yield in_process(request.param, service, clock)
 
 
 @pytest.fixture

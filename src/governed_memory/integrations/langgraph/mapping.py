@@ -4,7 +4,7 @@
   ``purpose`` and ``subject_id``, either the position of the namespace that holds it or
   a fixed value. The whole namespace is kept too, inside the sealed content.
 * A **key** becomes memory ids: ``lg-<digest>-<n>``, the digest an HMAC-SHA-256 of the
-  namespace and the key (under a secret you may configure, empty by default), ``n`` the
+  scope, the namespace and the key (under a secret you may configure, empty by default), ``n`` the
   generation (a new one for each correction or re-creation after a delete). Any process
   computes the same ids, and an id shows neither the key nor the namespace.
 * A **value** is stored with its namespace and key as the memory's content, a JSON
@@ -118,7 +118,9 @@ CHECKS = {
 
 @dataclass(frozen=True, slots=True)
 class ItemFields:
-    """The governed fields a put gives a memory besides its content and scope."""
+    """The governed fields a put gives a memory besides its content and scope: ``kind``
+    (and so its TTL policy), the ``trust`` it claims (``untrusted``: it waits for review),
+    ``confidence`` and ``provenance``. Kind and trust may be given as their names."""
 
     kind: Kind = Kind.FACT
     trust: Trust = Trust.UNTRUSTED
@@ -126,6 +128,10 @@ class ItemFields:
     provenance: Mapping[str, str] = field(
         default_factory=lambda: {"source": "langgraph", "ref": "store"}
     )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", values.enum_value(Kind, self.kind, "kind"))
+        object.__setattr__(self, "trust", values.enum_value(Trust, self.trust, "trust"))
 
     def request(self) -> dict[str, Any]:
         """These fields as members of a write request."""
@@ -179,9 +185,10 @@ class KeyIds:
     digest: str
 
     @classmethod
-    def of(cls, namespace: Sequence[str], key: str, secret: bytes = b"") -> KeyIds:
-        """The ids of ``key`` in ``namespace``; with a ``secret``, unguessable from them."""
-        message = json.dumps([list(namespace), key], ensure_ascii=False).encode("utf-8")
+    def of(cls, scope: Scope, namespace: Sequence[str], key: str, secret: bytes = b"") -> KeyIds:
+        """The ids of ``key`` in ``namespace`` mapped to ``scope`` (two maps that send a
+        namespace to two scopes give two memories); with a ``secret``, unguessable."""
+        message = json.dumps([*scope, list(namespace), key], ensure_ascii=False).encode("utf-8")
         digest = hmac.new(secret, message, hashlib.sha256).hexdigest()
         return cls(digest[:32])
 

@@ -23,6 +23,7 @@ from governed_memory.integrations.langgraph.mapping import (
     ItemFields,
     KeyIds,
     NamespaceMap,
+    Scope,
     open_envelope,
     seal_envelope,
 )
@@ -61,7 +62,6 @@ class Operations:
 
     def get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         """The key's visible memory as a LangGraph item: never a quarantined write."""
-        self.settings.namespaces.scope(namespace)  # refuse a namespace that names no scope
         state = self._state(namespace, key)
         return None if state.visible is None else _item(state.visible, namespace, key)
 
@@ -76,7 +76,7 @@ class Operations:
         request["content"] = seal_envelope(namespace, key, value)
         if op.ttl is not None:
             request["ttl_seconds"] = max(1, math.ceil(op.ttl * 60))
-        state = self._state(namespace, key)
+        state = self._state(namespace, key, scope)
         memory_id, expected, supersedes = _target(state, fields.trust)
         if supersedes is not None:
             request["supersedes_id"] = supersedes
@@ -85,12 +85,14 @@ class Operations:
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
         """Erase the key's live memories (its visible one and a pending correction)."""
-        self.settings.namespaces.scope(namespace)
         for memory in self._state(namespace, key).live():
             self.backend.erase(memory.id)
 
-    def _state(self, namespace: tuple[str, ...], key: str) -> KeyState:
-        return resolve(self.backend, KeyIds.of(namespace, key, self.settings.key_secret))
+    def _state(self, namespace: tuple[str, ...], key: str, scope: Scope | None = None) -> KeyState:
+        """The key's memories, found by the ids of its scope (the namespace must name one)."""
+        scope = scope or self.settings.namespaces.scope(namespace)
+        ids = KeyIds.of(scope, namespace, key, self.settings.key_secret)
+        return resolve(self.backend, ids)
 
     # -- search and list ------------------------------------------------------------------
 
