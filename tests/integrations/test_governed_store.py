@@ -250,3 +250,18 @@ def test_the_async_api_runs_the_same_operations(deployment: Deployment) -> None:
 
     asyncio.run(run())
     assert app.get(NAMESPACE, "j") is not None
+
+
+def test_a_key_erased_and_written_again_many_times_reads_its_newest_memory(
+    deployment: Deployment,
+) -> None:
+    """Each re-creation after an erasure is the key's next generation; a read finds the
+    newest among them (found by galloping and bisecting over the ids)."""
+    app, operator = deployment.store("app"), deployment.store("operator")
+    for generation in range(7):
+        app.put(NAMESPACE, "k", {"n": generation})
+        found = app.get(NAMESPACE, "k")
+        assert found is not None and found.value == {"n": generation}
+        assert deployment.read(first_id(NAMESPACE, "k", generation)).status.value == "active"
+        operator.delete(NAMESPACE, "k")
+        assert app.get(NAMESPACE, "k") is None
