@@ -83,11 +83,15 @@ def in_process(name: str, service: MemoryService, clock: FakeClock | None) -> De
         role: Principal("acme", role, scopes, trust) for role, (scopes, trust) in ROLES.items()
     }
     operator = principals["operator"]
+
+    def promote(memory: MemoryItem) -> None:
+        service.promote(operator, memory.id, memory.version)
+
     return Deployment(
         name,
         lambda role, **options: GovernedStore.in_process(service, principals[role], **options),
         lambda: service.list_quarantine(operator, limit=500).items,
-        lambda memory: service.promote(operator, memory.id, memory.version) and None,
+        promote,
         lambda memory_id: service.get(operator, memory_id),
         lambda memory_id: [event.type for event in service.history(operator, memory_id)],
         clock,
@@ -101,11 +105,15 @@ def over_http(served: Served) -> Deployment:
     }
     clients = {role: served.client(token) for role, token in tokens.items()}
     operator = clients["operator"]
+
+    def promote(memory: MemoryItem) -> None:
+        operator.promote(memory.id, memory.version)
+
     return Deployment(
         "http",
         lambda role, **options: GovernedStore.over_http(clients[role], **options),
         lambda: operator.list_quarantine(limit=500).items,
-        lambda memory: operator.promote(memory.id, memory.version) and None,
+        promote,
         operator.get,
         lambda memory_id: [event.type for event in operator.history(memory_id)],
     )
