@@ -265,3 +265,23 @@ def test_a_key_erased_and_written_again_many_times_reads_its_newest_memory(
         assert deployment.read(first_id(NAMESPACE, "k", generation)).status.value == "active"
         operator.delete(NAMESPACE, "k")
         assert app.get(NAMESPACE, "k") is None
+
+
+def test_a_ranked_search_looks_further_when_the_filter_leaves_too_few(
+    deployment: Deployment,
+) -> None:
+    """The best hit fails the filter: the search asks the service for more and returns
+    the best hit that passes, with its score, and pages by offset."""
+    app = deployment.store("app")
+    app.put(NAMESPACE, "often", {"content": "tea tea tea", "tag": "a"})
+    app.put(NAMESPACE, "once", {"content": "tea and biscuits", "tag": "b"})
+    app.put(NAMESPACE, "also", {"content": "tea, green", "tag": "b"})
+    best = app.search(("memories",), query="tea", limit=1)
+    assert [i.key for i in best] == ["often"]
+    tagged = app.search(("memories",), query="tea", filter={"tag": "b"}, limit=1)
+    assert [i.key for i in tagged] == [app.search(("memories",), query="tea")[1].key]
+    assert tagged[0].score is not None and tagged[0].score < best[0].score  # type: ignore[operator]
+    both = app.search(("memories",), query="tea", filter={"tag": "b"})
+    assert len(both) == 2
+    page = app.search(("memories",), query="tea", filter={"tag": "b"}, limit=1, offset=1)
+    assert [i.key for i in page] == [both[1].key]

@@ -24,13 +24,14 @@ from governed_memory.integrations.langgraph.mapping import (
     KeyIds,
     NamespaceMap,
     Scope,
+    SearchScope,
     open_envelope,
     seal_envelope,
 )
 
 #: What a put gives a memory: fixed fields, or a function of (namespace, key, value).
 FieldsOf = ItemFields | Callable[[tuple[str, ...], str, Mapping[str, Any]], ItemFields]
-#: A ranked search asks the service for its best this many memories of the scope.
+#: The most a ranked search asks the service for: its best this many of the scope.
 RANKED = 100
 #: The token budget of a ranked search: the service's ceiling, so the limit decides.
 BUDGET = 32_000
@@ -101,24 +102,28 @@ class Operations:
         namespace prefix and the filter then select, offset and limit page."""
         scope = self.settings.namespaces.search_scope(op.namespace_prefix)
         if op.query:
-            request: dict[str, Any] = scope._asdict() | {"query": op.query}
-            request |= {"limit": RANKED, "token_budget": BUDGET}
-            if request["subject_id"] is None:
-                del request["subject_id"]
-            hits: list[tuple[MemoryItem, float | None]] = [
-                (hit.item, hit.score) for hit in self.backend.search(request).items
-            ]
+            found = self._ranked(scope, op)
         else:
             newest = sorted(self._active(scope._asdict()), key=_recency, reverse=True)
-            hits = [(memory, None) for memory in newest]
-        found = [
-            _search_item(memory, envelope, score)
-            for memory, score in hits
-            if (envelope := open_envelope(memory.content)) is not None
-            and tuple(envelope.namespace[: len(op.namespace_prefix)]) == op.namespace_prefix
-            and matches(envelope.value, op.filter)
-        ]
+            found = _select(op, [(memory, None) for memory in newest])
         return found[op.offset : op.offset + op.limit]
+
+    def _ranked(self, scope: SearchScope, op: SearchOp) -> list[SearchItem]:
+        """The service's best ``offset + limit`` memories of the scope that pass the rest of
+        the prefix and the filter: asked for that many first, and for its best
+        :data:`RANKED` only if the prefix or the filter left too few."""
+        assert op.query is not None
+        request: dict[str, Any] = {"agent_id": scope.agent_id, "purpose": scope.purpose}
+        request |= {"query": op.query, "token_budget": BUDGET}
+        if scope.subject_id is not None:
+            request["subject_id"] = scope.subject_id
+        wanted = max(1, op.offset + op.limit)
+        for limit in sorted({min(wanted, RANKED), RANKED}):
+            result = self.backend.search(request | {"limit": limit})
+            found = _select(op, [(hit.item, hit.score) for hit in result.items])
+            if len(found) >= wanted or (len(result.items) < limit and not result.skipped):
+                break
+        return found
 
     def list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         """The namespaces of the visible memories of the agent the prefix (or the map)
@@ -146,6 +151,18 @@ class Operations:
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+
+def _select(op: SearchOp, hits: Sequence[tuple[MemoryItem, float | None]]) -> list[SearchItem]:
+    """The hits this adapter wrote, under the namespace prefix, passing the filter."""
+    prefix = op.namespace_prefix
+    return [
+        _search_item(memory, envelope, score)
+        for memory, score in hits
+        if (envelope := open_envelope(memory.content)) is not None
+        and tuple(envelope.namespace[: len(prefix)]) == prefix
+        and matches(envelope.value, op.filter)
+    ]
 
 
 def _target(state: KeyState, trust: Trust) -> tuple[str, int, str | None]:
