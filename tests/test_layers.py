@@ -82,6 +82,11 @@ LAYERS: dict[str, Layer] = {
         f"http service bootstrap config observability worker telemetry {SHARED}",
         "fastapi fastapi_offline starlette uvicorn pydantic httpx opentelemetry",
     ),
+    # Integrations with agent frameworks (issue 17): adapters of the service's public API
+    # and of the client, nothing below them.
+    "integrations": layer(
+        "integrations client service core errors results", "langgraph langchain_core"
+    ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server client observability {SHARED}",
         "httpx rich",
@@ -186,6 +191,28 @@ def test_no_store_backend_imports_another(path: Path) -> None:
     for name in runtime_imports(path):
         other = backend(name)
         assert other is None or other == own, f"{module} imports {name}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if part(module_name(p)) == "integrations"], ids=module_name
+)
+def test_an_integration_uses_the_service_only_through_its_public_api(path: Path) -> None:
+    """Integrations import ``governed_memory.service`` itself (``MemoryService``), never a
+    collaborator inside it, and the client only through its package."""
+    for name in runtime_imports(path) | type_checking_imports(path):
+        if part(name) in {"service", "client"}:
+            assert name in {f"{PACKAGE}.service", f"{PACKAGE}.client"}, name
+
+
+def type_checking_imports(path: Path) -> set[str]:
+    """The modules a file imports under ``if TYPE_CHECKING`` (``from p import m`` as p)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    found.add(inner.module)
+    return found
 
 
 def test_the_package_root_imports_only_light_modules_eagerly() -> None:

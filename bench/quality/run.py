@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 import unicodedata
@@ -127,10 +128,20 @@ def _former_terms(text: str) -> Counter[str]:
     return Counter(w for w in _FORMER_WORD.findall(folded) if len(w) <= MAX_TERM_CHARS)
 
 
+def _shown(folder: Path) -> str:
+    """The data folder as the report names it: relative to the checkout where it can be,
+    so no machine's own path lands in docs/benchmarks.md."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return os.path.relpath(folder.resolve(), root)
+    except ValueError:  # another drive (Windows): the name alone
+        return folder.name
+
+
 def _data(folder: Path, conversations: Sequence[Conversation]) -> dict[str, Any]:
     questions = [q for c in conversations for q in c.questions]
     return {
-        "folder": str(folder),
+        "folder": _shown(folder),
         "conversations": [c.name for c in conversations],
         "turns": sum(len(c.turns) for c in conversations),
         "questions": len(questions),

@@ -11,7 +11,7 @@ recency parts keep the same size with or without it:
 
 where ``bound(query)`` is the most the query's terms can score (Σ idf·(k1 + 1), the
 product's ``term_upper_bound``). That orders items as ``α·lexical/bound + (1 − α)·cosine``
-does; α = 0.7 (research: /work/notes/retrieval-research.md). Every item of the scope is a
+does; α = 0.7. Every item of the scope is a
 candidate: the ones sharing a term with the query and the rest by their cosine alone.
 """
 

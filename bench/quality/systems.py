@@ -25,7 +25,7 @@ Run = Callable[[Sequence[Conversation], int], Rankings]
 BASELINE_K1 = 1.2
 BASELINE_B = 0.75
 #: The prototype ranks with the product's own parameters (core.retrieval: b 0.3, since a
-#: longer memory is seldom a wordier one; research: /work/notes/retrieval-research.md).
+#: longer memory is seldom a wordier one).
 PROTOTYPE_K1 = K1
 PROTOTYPE_B = B
 
