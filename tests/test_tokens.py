@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from governed_memory import tokens
-from governed_memory.errors import ConfigError
 from governed_memory.crypto import Keyring
+from governed_memory.errors import ConfigError
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.tokens import Cl100kTokenizer, EstimateTokenizer, default_tokenizer

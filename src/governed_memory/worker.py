@@ -6,6 +6,10 @@ then ``MemoryService.apply_retention`` (``memory.content_destroyed`` for items p
 retention window). Several instances on one database are safe: each change is a
 compare-and-swap on the item's version, so one instance wins and the others skip it.
 Stopping is graceful: the loop stops waiting at once, and a run in progress finishes.
+
+Given ``leader`` (``gmem serve --workers N``: whether this process holds the expiry lock
+of the host), a process runs its passes only while it leads, and asks again each interval,
+so exactly one worker process sweeps and another takes over when it dies.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from governed_memory.service import MemoryService
 
@@ -22,11 +27,17 @@ log = logging.getLogger("governed_memory.worker")
 class ExpiryWorker:
     """Run expiry every ``interval`` seconds until stopped."""
 
-    def __init__(self, service: MemoryService, interval: float) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        interval: float,
+        leader: Callable[[], bool] | None = None,
+    ) -> None:
         if interval <= 0:
             raise ValueError("the expiry interval must be positive")
         self.service = service
         self.interval = interval
+        self.leader = leader
         self.runs = 0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -64,7 +75,8 @@ class ExpiryWorker:
 
     async def _loop(self) -> None:
         while not self._stop.is_set():
-            await self.run_once()
+            if self.leader is None or self.leader():
+                await self.run_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=self.interval)
 
