@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 
 from governed_memory.service import MemoryService
@@ -38,6 +39,7 @@ class ExpiryWorker:
         self.service = service
         self.interval = interval
         self.leader = leader
+        self.leading = leader is None
         self.runs = 0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -73,9 +75,19 @@ class ExpiryWorker:
         expired = self.service.expire_due()
         return expired, self.service.apply_retention().destroyed
 
+    def _leads(self) -> bool:
+        """Whether this process runs the passes now; logs the moment it takes the lead."""
+        if self.leader is None:
+            return True
+        leads = self.leader()
+        if leads and not self.leading:
+            log.info("this process now runs the expiry worker", extra={"pid": os.getpid()})
+        self.leading = leads
+        return leads
+
     async def _loop(self) -> None:
         while not self._stop.is_set():
-            if self.leader is None or self.leader():
+            if self._leads():
                 await self.run_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=self.interval)

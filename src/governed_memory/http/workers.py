@@ -10,7 +10,7 @@ connections, its own group commit and its own purge of SQLite's write-ahead log.
 SIGTERM or SIGINT to the supervisor is passed to every worker, each of which shuts down
 gracefully (stops accepting, finishes its requests, stops its expiry loop, closes its
 store); a worker still running after the grace period is killed. A worker that dies while
-serving is replaced; one that dies within :data:`STARTUP_SECONDS` of starting stops the
+serving is replaced; one that dies before it opened its store and built its app stops the
 whole server with one line, instead of being restarted forever.
 """
 
@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event as Ready
 from pathlib import Path
 from types import FrameType
 
@@ -37,21 +38,23 @@ from governed_memory.http.shared import SharedState
 
 log = logging.getLogger("governed_memory.http")
 
-#: A worker that exits sooner than this after it started failed to start.
-STARTUP_SECONDS = 5.0
 #: How long the workers get to finish their requests after SIGTERM, beyond uvicorn's own.
 GRACE_SECONDS = 40.0
 PROMETHEUS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 
-def run_worker(settings: Settings, limits: Limits, shared: str, listener: socket.socket) -> None:
-    """One worker process: the app over its own store, served on the inherited socket."""
+def run_worker(
+    settings: Settings, limits: Limits, shared: str, listener: socket.socket, ready: Ready
+) -> None:
+    """One worker process: the app over its own store, served on the inherited socket;
+    ``ready`` is set once the app is built (its store open)."""
     from governed_memory.http.app import create_app
     from governed_memory.http.server import serve_socket
     from governed_memory.observability import configure_logging
 
     configure_logging(settings.log_level)
     app = create_app(settings, shared=Path(shared))
+    ready.set()
     serve_socket(app, listener, limits)
 
 
@@ -63,26 +66,27 @@ class Supervisor:
     limits: Limits
     listener: socket.socket
     shared: Path
-    workers: dict[int, tuple[BaseProcess, float]] = field(default_factory=dict)
+    workers: dict[int, tuple[BaseProcess, Ready]] = field(default_factory=dict)
     stopping: bool = False
     failed: bool = False
 
     def start(self, slot: int) -> None:
         context = multiprocessing.get_context("spawn")
+        ready = context.Event()
         process = context.Process(
             target=run_worker,
-            args=(self.settings, self.limits, str(self.shared), self.listener),
+            args=(self.settings, self.limits, str(self.shared), self.listener, ready),
             name=f"gmem-worker-{slot}",
         )
         process.start()
-        self.workers[slot] = (process, time.monotonic())
+        self.workers[slot] = (process, ready)
 
     def watch(self) -> None:
         """Replace a worker that died while serving; stop all if one failed to start."""
-        for slot, (process, started) in list(self.workers.items()):
+        for slot, (process, ready) in list(self.workers.items()):
             if process.is_alive() or self.stopping:
                 continue
-            if time.monotonic() - started < STARTUP_SECONDS:
+            if not ready.is_set():
                 log.error(
                     "worker %s failed to start (exit %s); stopping",
                     *(slot, process.exitcode),
