@@ -4,7 +4,8 @@ It opens the service the settings describe through the composition root
 (:mod:`governed_memory.bootstrap`), or takes one ready-made with the store of its API keys
 (tests, embedding), and wires the metrics listener, the authenticator and its rate
 limiter, the error table and the middleware, and ties the expiry worker to the app's
-lifespan. Middleware, outermost first:
+lifespan. One middleware, :class:`~governed_memory.http.edge.EdgeMiddleware`, does in one
+``send`` wrapper, outermost first:
 
 1. access log and HTTP metrics (sees every final status, including the 500s below);
 2. unexpected errors → 500 problem without internals;
@@ -29,13 +30,9 @@ from governed_memory import bootstrap
 from governed_memory._version import __version__
 from governed_memory.config import Settings, load_settings
 from governed_memory.http import problems
-from governed_memory.http.access_log import AccessLogMiddleware
 from governed_memory.http.auth import Authenticator
-from governed_memory.http.limits import (
-    BodyLimitMiddleware,
-    FixedWindowLimiter,
-    RateLimitHeadersMiddleware,
-)
+from governed_memory.http.edge import EdgeMiddleware
+from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.http.routes import metrics_router, router
 from governed_memory.http.shared import SharedState
 from governed_memory.observability import Metrics
@@ -135,11 +132,9 @@ def _lifespan(
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
-    # add_middleware puts each new layer outside the previous ones: innermost first.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RateLimitHeadersMiddleware)
-    app.add_middleware(problems.UnexpectedErrorMiddleware)
-    app.add_middleware(AccessLogMiddleware, metrics=metrics)
+    # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
+    # rate-limit headers, the body limit (governed_memory.http.edge).
+    app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
 
 
 __all__ = ["create_app"]

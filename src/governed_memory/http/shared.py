@@ -5,8 +5,12 @@ their own that the supervising process makes and removes (:mod:`.workers`).
   SQLite file (``rate-limit.sqlite3``): one ``INSERT … ON CONFLICT DO UPDATE … RETURNING``
   per request counts the request and reads the count in a single atomic statement, so a
   key gets ``limit`` requests per window across all the workers, not ``N × limit``. The
-  file is a counter, not a record: WAL, ``synchronous=OFF`` (no fsync on the request path;
-  a crash of the machine forgets the current windows, which only lets a key start afresh).
+  workers take turns on an exclusive ``flock`` of ``rate-limit.lock`` around that
+  statement: a waiting worker is woken the moment the lock is free, where SQLite's own
+  busy handler would sleep a millisecond or more (measured: a 100–400 ms worst case with
+  four processes counting). The file is a counter, not a record: WAL,
+  ``synchronous=OFF`` (no fsync on the request path; a crash of the machine forgets the
+  current windows, which only lets a key start afresh).
 - **The expiry worker's leader.** :class:`LeaderLock` is an exclusive ``flock`` on
   ``expiry.lock``: the worker holding it runs the expiry loop, the others skip their runs
   and try the lock again each interval, so when the leader dies (the kernel releases its
@@ -68,6 +72,7 @@ class SharedWindowLimiter(FixedWindowLimiter):
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = OFF")
         self._conn.execute(_SCHEMA)
+        self._turn = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         self._counted = 0
 
     def hit(self, key: str) -> RateDecision:
@@ -75,16 +80,21 @@ class SharedWindowLimiter(FixedWindowLimiter):
         window = int(now // self.window)
         reset = max(1, math.ceil((window + 1) * self.window - now))
         with self._lock:
-            (count,) = self._conn.execute(_COUNT, (key, window)).fetchone()
-            self._counted += 1
-            if self._counted % PRUNE_EVERY == 0:
-                self._conn.execute("DELETE FROM windows WHERE win < ?", (window,))
+            fcntl.flock(self._turn, fcntl.LOCK_EX)
+            try:
+                (count,) = self._conn.execute(_COUNT, (key, window)).fetchone()
+                self._counted += 1
+                if self._counted % PRUNE_EVERY == 0:
+                    self._conn.execute("DELETE FROM windows WHERE win < ?", (window,))
+            finally:
+                fcntl.flock(self._turn, fcntl.LOCK_UN)
         allowed = count <= self.limit
         return RateDecision(allowed, self.limit, max(0, self.limit - count), reset)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            os.close(self._turn)
 
 
 class LeaderLock:
