@@ -122,8 +122,9 @@ def create_key(data_dir: Path, tenant: str) -> str:
 
 
 @contextlib.contextmanager
-def serving(data_dir: Path, workers: int = 1) -> Iterator[str]:
-    """``gmem serve --workers N`` on a free port over ``data_dir``; yields its base URL."""
+def serving(data_dir: Path, workers: int = 1, pids: list[int] | None = None) -> Iterator[str]:
+    """``gmem serve --workers N`` on a free port over ``data_dir``; yields its base URL
+    (and appends the server's process id to ``pids``)."""
     port = _free_port()
     help_text = _help("serve") or ""
     if workers > 1 and "--workers" not in help_text:
@@ -136,6 +137,8 @@ def serving(data_dir: Path, workers: int = 1) -> Iterator[str]:
         env=_environment(data_dir, port),
     )
     url = f"http://127.0.0.1:{port}"
+    if pids is not None:
+        pids.append(server.pid)
     try:
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
