@@ -77,8 +77,10 @@ def _environment(data_dir: Path, port: int | None = None) -> dict[str, str]:
     return env
 
 
-def _flags(help_text: str, data_dir: Path, port: int | None = None) -> list[str]:
+def _flags(help_text: str, data_dir: Path, port: int | None = None, workers: int = 1) -> list[str]:
     flags = []
+    if workers > 1:
+        flags += ["--workers", str(workers)]
     if "--data-dir" in help_text:
         flags += ["--data-dir", str(data_dir)]
     if port is not None and "--port" in help_text:
@@ -120,18 +122,23 @@ def create_key(data_dir: Path, tenant: str) -> str:
 
 
 @contextlib.contextmanager
-def serving(data_dir: Path) -> Iterator[str]:
-    """``gmem serve`` on a free port over ``data_dir``; yields its base URL."""
+def serving(data_dir: Path, workers: int = 1, pids: list[int] | None = None) -> Iterator[str]:
+    """``gmem serve --workers N`` on a free port over ``data_dir``; yields its base URL
+    (and appends the server's process id to ``pids``)."""
     port = _free_port()
     help_text = _help("serve") or ""
+    if workers > 1 and "--workers" not in help_text:
+        raise RuntimeError("gmem serve has no --workers option")
     log = tempfile.TemporaryFile()  # noqa: SIM115 - outlives this statement, closed below
     server = subprocess.Popen(
-        [*_gmem(), "serve", *_flags(help_text, data_dir, port)],
+        [*_gmem(), "serve", *_flags(help_text, data_dir, port, workers)],
         stdout=log,
         stderr=log,
         env=_environment(data_dir, port),
     )
     url = f"http://127.0.0.1:{port}"
+    if pids is not None:
+        pids.append(server.pid)
     try:
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
@@ -196,27 +203,16 @@ def _write_requests(items: Sequence[Item]) -> list[dict[str, Any]]:
     return requests
 
 
-def measure(
-    data_dir: Path,
+def _clients(
     workload: Workload,
-    stored: int,
+    by_tenant: dict[str, list[Item]],
+    keys: dict[str, str],
     clients: int,
-    requests: int,
-) -> dict[str, Any]:
-    """Searches/s and writes/s with ``clients`` concurrent clients, and the ceiling.
-
-    ``data_dir`` already holds workload items ``0 .. stored-1``. The clients act for the
-    ``KEY_TENANTS`` tenants holding the most items (one key each, clients spread over
-    them: several agents of one tenant); each searches the scopes of its tenant's stored
-    items and writes new items of that tenant. The ceiling is the same generator against
-    ``/health/live``, which does no work: what the HTTP stack alone costs.
-    """
-    by_tenant: dict[str, list[Item]] = {}
-    for item in workload.items(0, stored):
-        by_tenant.setdefault(item.tenant_id, []).append(item)
-    tenants = sorted(by_tenant, key=lambda t: (-len(by_tenant[t]), t))[:KEY_TENANTS]
-    keys = {tenant: create_key(data_dir, tenant) for tenant in tenants}
-    share = max(1, requests // clients)
+    share: int,
+    first_id: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each client's searches, writes (new items from ``first_id`` on) and pings."""
+    tenants = list(keys)
     searches, writes, pings = [], [], []
     for number in range(clients):
         tenant = tenants[number % len(tenants)]
@@ -227,14 +223,57 @@ def measure(
             }
         )
         fresh = [
-            dataclasses.replace(workload.item(70_000_000 + number * share + j), tenant_id=tenant)
+            dataclasses.replace(workload.item(first_id + number * share + j), tenant_id=tenant)
             for j in range(share)
         ]
         writes.append({"key": keys[tenant], "requests": _write_requests(fresh)})
         pings.append({"requests": [{"method": "GET", "path": "/health/live"}] * share})
-    with serving(data_dir) as url:
-        load(url, pings[:2])  # warm-up: first connections, lazy imports
-        ceiling = load(url, pings)
-        search = load(url, searches)
-        write = load(url, writes)
-    return {"search": search, "write": write, "ceiling": ceiling, "tenants": len(tenants)}
+    return searches, writes, pings
+
+
+def measure(
+    data_dir: Path,
+    workload: Workload,
+    stored: int,
+    clients: int,
+    requests: int,
+    rounds: Sequence[int] = (1,),
+) -> list[dict[str, Any]]:
+    """Searches/s and writes/s with ``clients`` concurrent clients, and the ceiling, for
+    each number of worker processes in ``rounds``.
+
+    ``data_dir`` already holds workload items ``0 .. stored-1``. The clients act for the
+    ``KEY_TENANTS`` tenants holding the most items (one key each, clients spread over
+    them: several agents of one tenant); each searches the scopes of its tenant's stored
+    items and writes new items of that tenant (new ids in every round). The ceiling is
+    the same generator against ``/health/live``, which does no work: what the HTTP stack
+    alone costs, with the same number of workers.
+    """
+    by_tenant: dict[str, list[Item]] = {}
+    for item in workload.items(0, stored):
+        by_tenant.setdefault(item.tenant_id, []).append(item)
+    tenants = sorted(by_tenant, key=lambda t: (-len(by_tenant[t]), t))[:KEY_TENANTS]
+    keys = {tenant: create_key(data_dir, tenant) for tenant in tenants}
+    share = max(1, requests // clients)
+    results = []
+    for number, workers in enumerate(rounds):
+        searches, writes, pings = _clients(
+            workload, by_tenant, keys, clients, share, 70_000_000 + number * 10_000_000
+        )
+        with serving(data_dir, workers) as url:
+            # Warm-up: every client connects (so every worker gets connections) and every
+            # worker has done its lazy imports before the clock starts.
+            load(url, [{"requests": ping["requests"][:20]} for ping in pings])
+            ceiling = load(url, pings)
+            search = load(url, searches)
+            write = load(url, writes)
+        results.append(
+            {
+                "search": search,
+                "write": write,
+                "ceiling": ceiling,
+                "tenants": len(tenants),
+                "workers": workers,
+            }
+        )
+    return results

@@ -21,6 +21,7 @@ class Preset:
     http_store: int  # items preloaded into the HTTP server's store
     loaders: int  # loading processes
     writers: int = 16
+    http_workers: tuple[int, ...] = (1, 2, 4)  # gmem serve --workers N, one round each
 
 
 PRESETS = {
@@ -38,6 +39,7 @@ PRESETS = {
         http_requests=64,
         http_store=200,
         loaders=1,
+        http_workers=(1, 2),
     ),
     "quick": Preset(
         name="quick",

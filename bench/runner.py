@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import httpserver, inprocess, loading, postgres, raw, rebuild, rss
-from bench.figures import FAILED, MEASURED, NOT_AVAILABLE, Figure, catalogue, evaluate, size_label
+from bench.figures import (
+    FAILED,
+    MEASURED,
+    NOT_AVAILABLE,
+    Figure,
+    catalogue,
+    evaluate,
+    http_key,
+    size_label,
+)
 from bench.machine import describe
 from bench.naive import NaiveMemory
 from bench.presets import Preset
@@ -254,7 +263,10 @@ def _single_scope(run: Run) -> None:
 
 
 def _http(run: Run) -> None:
-    keys = ("http_search", "http_writes", "http_ceiling")
+    rounds = run.preset.http_workers
+    keys = tuple(
+        http_key(kind, workers) for workers in rounds for kind in ("search", "writes", "ceiling")
+    )
     missing = httpserver.server_missing()
     if missing is not None:
         run.unavailable(keys, missing)
@@ -265,21 +277,18 @@ def _http(run: Run) -> None:
         data_dir = run.scratch / "http"
         report = loading.ensure(data_dir, run.workload, n, run.preset.loaders, run.cache)
         run.loads[f"HTTP store {size_label(n)}"] = report.to_dict()
-        result = httpserver.measure(
-            data_dir, run.workload, n, run.preset.writers, run.preset.http_requests
+        results = httpserver.measure(
+            data_dir, run.workload, n, run.preset.writers, run.preset.http_requests, rounds
         )
-        for key, part in (
-            ("http_search", "search"),
-            ("http_writes", "write"),
-            ("http_ceiling", "ceiling"),
-        ):
-            summary = result[part]
-            note = (
-                ""
-                if set(summary["statuses"]) <= {"200", "201"}
-                else f"statuses {summary['statuses']}"
-            )
-            run.set(key, summary["per_s"], note=note, **summary)
+        for workers, result in zip(rounds, results, strict=True):
+            for kind, part in (("search", "search"), ("writes", "write"), ("ceiling", "ceiling")):
+                summary = result[part]
+                note = (
+                    ""
+                    if set(summary["statuses"]) <= {"200", "201"}
+                    else f"statuses {summary['statuses']}"
+                )
+                run.set(http_key(kind, workers), summary["per_s"], note=note, **summary)
 
 
 def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[str, Figure]]:

@@ -49,7 +49,7 @@ LAYERS: dict[str, Layer] = {
     "codec": layer(FOUNDATION),
     # The event log's hash chain (issue 13): hashing alone, nothing of the package.
     "chain": layer(),
-    "tokens": layer(FOUNDATION, "bpe_openai"),
+    "tokens": layer(FOUNDATION, "tiktoken"),
     # The text analyzer (issue 12): pure text in, terms out. Whoever indexes or queries
     # with it adds "analysis" to that layer's row.
     "analysis": layer("", "Stemmer"),

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = None
     host: str = Field("127.0.0.1", min_length=1)
     port: int = Field(8080, ge=1, le=65_535)
+    # gmem serve's worker processes (docs/operations.md); more than 64 only multiplies
+    # the store's connections and the memory footprint.
+    workers: int = Field(1, ge=1, le=64)
     rate_limit_requests: int = Field(600, ge=1)
     rate_limit_window_seconds: int = Field(60, ge=1)
     max_body_bytes: int = Field(65_536, ge=1)

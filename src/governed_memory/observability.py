@@ -8,9 +8,14 @@ statuses, durations. It never formats an exception's message, which could quote 
 it writes the exception's class and the traceback's frames instead.
 
 Metrics live in one :class:`~prometheus_client.CollectorRegistry` per app, so two apps in
-one process (tests) never share counters. Domain counters are fed by
-:meth:`Metrics.observe_events`, registered as a ``MemoryService`` listener: it sees the
-events that committed, and only their types, kinds and statuses become labels.
+one process (tests) never share counters. Under ``gmem serve --workers N`` each worker
+writes its samples to the shared ``PROMETHEUS_MULTIPROC_DIR`` (set by the supervising
+process before any worker starts), and :meth:`Metrics.exposition` sums every worker's, so
+``/metrics`` counts the requests of all the workers whichever one answers it.
+
+Domain counters are fed by :meth:`Metrics.observe_events`, registered as a
+``MemoryService`` listener: it sees the events that committed, and only their types, kinds
+and statuses become labels.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
 from governed_memory.core.events import (
     Event,
@@ -92,7 +98,8 @@ def configure_logging(level: str = "INFO") -> None:
 class Metrics:
     """The counters and histograms of SPEC §9, in a registry of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: Path | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.writes = Counter(
@@ -186,8 +193,12 @@ class Metrics:
         self.http_duration.labels(*labels).observe(seconds)
 
     def exposition(self) -> bytes:
-        """The Prometheus text format of every metric."""
-        return generate_latest(self.registry)
+        """The Prometheus text format of every metric (of every worker process)."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        summed = CollectorRegistry()
+        multiprocess.MultiProcessCollector(summed, str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+        return generate_latest(summed)
 
 
 __all__ = [

@@ -6,6 +6,10 @@ then ``MemoryService.apply_retention`` (``memory.content_destroyed`` for items p
 retention window). Several instances on one database are safe: each change is a
 compare-and-swap on the item's version, so one instance wins and the others skip it.
 Stopping is graceful: the loop stops waiting at once, and a run in progress finishes.
+
+Given ``leader`` (``gmem serve --workers N``: whether this process holds the expiry lock
+of the host), a process runs its passes only while it leads, and asks again each interval,
+so exactly one worker process sweeps and another takes over when it dies.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+from collections.abc import Callable
 
 from governed_memory.service import MemoryService
 
@@ -22,11 +28,18 @@ log = logging.getLogger("governed_memory.worker")
 class ExpiryWorker:
     """Run expiry every ``interval`` seconds until stopped."""
 
-    def __init__(self, service: MemoryService, interval: float) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        interval: float,
+        leader: Callable[[], bool] | None = None,
+    ) -> None:
         if interval <= 0:
             raise ValueError("the expiry interval must be positive")
         self.service = service
         self.interval = interval
+        self.leader = leader
+        self.leading = leader is None
         self.runs = 0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -62,9 +75,20 @@ class ExpiryWorker:
         expired = self.service.expire_due()
         return expired, self.service.apply_retention().destroyed
 
+    def _leads(self) -> bool:
+        """Whether this process runs the passes now; logs the moment it takes the lead."""
+        if self.leader is None:
+            return True
+        leads = self.leader()
+        if leads and not self.leading:
+            log.info("this process now runs the expiry worker", extra={"pid": os.getpid()})
+        self.leading = leads
+        return leads
+
     async def _loop(self) -> None:
         while not self._stop.is_set():
-            await self.run_once()
+            if self._leads():
+                await self.run_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=self.interval)
 

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from governed_memory.http.limits import BodyLimitMiddleware, FixedWindowLimiter
+from governed_memory.http.edge import EdgeMiddleware
+from governed_memory.http.limits import FixedWindowLimiter
 from tests.support.api import MakeApi
 from tests.support.fakes import query as search_body
 from tests.support.fakes import write_body
@@ -108,7 +109,7 @@ def test_the_body_limit_stops_reading_at_the_limit() -> None:
         while (await receive()).get("more_body"):
             pass
 
-    middleware = BodyLimitMiddleware(reads_everything, max_bytes=1024)
+    middleware = EdgeMiddleware(reads_everything, max_bytes=1024, metrics=None)
     scope = {"type": "http", "method": "POST", "path": "/", "headers": []}
     asyncio.run(middleware(scope, receive, send))
     assert len(pulled) == 3  # 512 + 512 fit; the third chunk passes the limit

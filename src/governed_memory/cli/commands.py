@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from governed_memory.bootstrap import describe_store, store_location
+from governed_memory.bootstrap import describe_store, open_from, store_location
 from governed_memory.cli import notes
 from governed_memory.cli.options import (
     SERVE_FIELDS,
@@ -42,8 +42,9 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     """``gmem serve``: the HTTP API in the foreground until SIGTERM or SIGINT."""
     from governed_memory.http.app import create_app  # FastAPI: only the commands that serve
     from governed_memory.http.protocol import Limits
-    from governed_memory.http.server import listen
+    from governed_memory.http.server import announce, listen, raise_file_limit
     from governed_memory.http.server import serve as run_server
+    from governed_memory.http.workers import serve_workers
     from governed_memory.observability import configure_logging
 
     chosen = settings(args, SERVE_FIELDS)
@@ -54,9 +55,17 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         limits = Limits(
             read_timeout=chosen.request_timeout_seconds, max_connections=chosen.max_connections
         )
-        app = create_app(chosen)
         store = store_location(chosen.data_dir, chosen.database_url)
-        run_server(app, listener, limits, store=store)
+        if chosen.workers == 1:
+            run_server(create_app(chosen), listener, limits, store=store)
+            return 0
+        raise_file_limit(limits.max_connections)
+        # Opened once here: a setting, the database or a migration fails once, in one line,
+        # and the migrations have run before the workers open the store.
+        opened, _ = open_from(chosen)
+        opened.close()
+        announce(listener, store, chosen.workers)
+        serve_workers(chosen, listener, limits)
     finally:
         listener.close()
     return 0

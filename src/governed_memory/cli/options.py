@@ -20,6 +20,7 @@ STORE_FIELDS = ("data_dir", "database_url", "sqlite_synchronous", "database_pool
 SERVER_FIELDS = (
     "host",
     "port",
+    "workers",
     "rate_limit_requests",
     "rate_limit_window_seconds",
     "max_body_bytes",
@@ -51,6 +52,7 @@ METAVARS = {
     "sqlite_synchronous": "FULL|NORMAL",
     "host": "HOST",
     "port": "PORT",
+    "workers": "N",
     "rate_limit_requests": "N",
     "database_pool_max": "N",
     "max_connections": "N",

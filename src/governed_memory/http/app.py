@@ -4,7 +4,8 @@ It opens the service the settings describe through the composition root
 (:mod:`governed_memory.bootstrap`), or takes one ready-made with the store of its API keys
 (tests, embedding), and wires the metrics listener, the authenticator and its rate
 limiter, the error table and the middleware, and ties the expiry worker to the app's
-lifespan. Middleware, outermost first:
+lifespan. One middleware, :class:`~governed_memory.http.edge.EdgeMiddleware`, does in one
+``send`` wrapper, outermost first:
 
 0. with ``GMEM_OTEL=on``, the request's server span (:mod:`.tracing`);
 1. access log and HTTP metrics (sees every final status, including the 500s below);
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
@@ -30,14 +32,11 @@ from governed_memory import bootstrap
 from governed_memory._version import __version__
 from governed_memory.config import Settings, load_settings
 from governed_memory.http import problems
-from governed_memory.http.access_log import AccessLogMiddleware
 from governed_memory.http.auth import Authenticator
-from governed_memory.http.limits import (
-    BodyLimitMiddleware,
-    FixedWindowLimiter,
-    RateLimitHeadersMiddleware,
-)
+from governed_memory.http.edge import EdgeMiddleware
+from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.http.routes import metrics_router, router
+from governed_memory.http.shared import SharedState
 from governed_memory.observability import Metrics
 from governed_memory.ports import ApiKeys
 from governed_memory.service import MemoryService
@@ -74,11 +73,14 @@ def create_app(
     *,
     service: MemoryService | None = None,
     api_keys: ApiKeys | None = None,
+    shared: Path | None = None,
 ) -> FastAPI:
     """The HTTP app over the service the settings describe, closed when the app stops.
 
     Given ``service`` and ``api_keys`` (the store its API keys live in), the app serves
-    those and leaves closing them to the caller.
+    those and leaves closing them to the caller. Given ``shared`` (one worker of ``gmem
+    serve --workers N``), the rate limit, the expiry worker's leadership and the metrics
+    are those of every worker (:mod:`governed_memory.http.shared`).
     """
     settings = settings or load_settings()
     owned = service is None
@@ -86,22 +88,26 @@ def create_app(
         service, api_keys = bootstrap.open_from(settings)
     elif api_keys is None:
         raise TypeError("create_app(service=...) needs api_keys=..., the store of its API keys")
-    metrics = Metrics() if settings.metrics_enabled else None
-    if metrics is not None:
+    state = SharedState(shared) if shared is not None else None
+    metrics = None
+    if settings.metrics_enabled:
+        metrics = Metrics(None if shared is None else SharedState.metrics_dir(shared))
         service.listeners.append(metrics.observe_events)
-    worker = ExpiryWorker(service, settings.expiry_interval_seconds)
+    leader = None if state is None else state.leader.held
+    worker = ExpiryWorker(service, settings.expiry_interval_seconds, leader)
     # The interactive docs (/docs: Swagger UI, /redoc: ReDoc) load their scripts and styles
     # from this app (DOCS_ASSETS), never from a CDN, so they work on a host without internet.
     app = FastAPIOffline(
         title="governed-memory",
         version=__version__,
         description=DESCRIPTION,
-        lifespan=_lifespan(worker, service if owned else None),
+        lifespan=_lifespan(worker, service if owned else None, state),
         static_url=DOCS_ASSETS,
         swagger_ui_parameters={"validatorUrl": None},  # no call to the online validator
         telemetry=NO_FASTAPI_TELEMETRY,
     )
-    limiter = FixedWindowLimiter(settings.rate_limit_requests, settings.rate_limit_window_seconds)
+    limit, window = settings.rate_limit_requests, settings.rate_limit_window_seconds
+    limiter = FixedWindowLimiter(limit, window) if state is None else state.limiter(limit, window)
     app.state.settings = settings
     app.state.service = service
     app.state.api_keys = api_keys
@@ -118,9 +124,10 @@ def create_app(
 
 
 def _lifespan(
-    worker: ExpiryWorker, owned: MemoryService | None
+    worker: ExpiryWorker, owned: MemoryService | None, state: SharedState | None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Run the expiry worker while the app serves; then close the service if it is ours."""
+    """Run the expiry worker while the app serves; then close the service if it is ours
+    (and give up the expiry lead, so another worker takes it at once)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -129,6 +136,8 @@ def _lifespan(
             yield
         finally:
             await worker.stop()
+            if state is not None:
+                state.close()
             if owned is not None:
                 owned.close()
 
@@ -136,13 +145,12 @@ def _lifespan(
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
-    # add_middleware puts each new layer outside the previous ones: innermost first.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RateLimitHeadersMiddleware)
-    app.add_middleware(problems.UnexpectedErrorMiddleware)
-    app.add_middleware(AccessLogMiddleware, metrics=metrics)
+    # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
+    # rate-limit headers, the body limit (governed_memory.http.edge).
+    app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
     if settings.otel == "on":
-        # Imported here: without tracing on, nothing of OpenTelemetry is loaded.
+        # Imported here: without tracing on, nothing of OpenTelemetry is loaded. Added
+        # last, so the server span is outermost and sees the edge's final status.
         from governed_memory.http.tracing import TracingMiddleware
 
         app.add_middleware(TracingMiddleware)

@@ -22,7 +22,6 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory.errors import (
     TYPE_PREFIX,
@@ -43,7 +42,6 @@ from governed_memory.errors import (
     ValidationError,
     VersionConflict,
 )
-from governed_memory.http.access_log import route_template
 from governed_memory.observability import Metrics
 
 log = logging.getLogger("governed_memory.http")
@@ -258,42 +256,10 @@ def install(app: FastAPI, metrics: Metrics | None) -> None:
     app.add_exception_handler(HTTPException, on_http)
 
 
-class UnexpectedErrorMiddleware:
-    """The last line: any exception no handler took becomes a 500 without internals.
-
-    Starlette's own last line re-raises after answering, which makes the server log the
-    exception's message; this one logs only its class and frames, and swallows it.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_and_note(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_and_note)
-        except Exception:
-            log.exception("unexpected error", extra={"route": route_template(scope)})
-            if not started:
-                response = problem(INTERNAL, "an unexpected error occurred")
-                await response(scope, receive, send)
-
-
 __all__ = [
     "PROBLEMS",
     "PROBLEM_JSON",
     "ProblemType",
-    "UnexpectedErrorMiddleware",
     "allowed_methods",
     "error_response",
     "http_response",

@@ -82,6 +82,34 @@ def _why(error: OSError, where: str) -> str:
     return f"cannot listen on {where}: {reason}"
 
 
+def announce(
+    listener: socket.socket, store: tuple[str, str] = ("unnamed", "-"), workers: int = 1
+) -> None:
+    """The one start-up line: the version, the store (kind and location), the URL and the
+    number of worker processes."""
+    host, port = listener.getsockname()[:2]
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    kind, location = store
+    log.info(
+        "gmem %s serving the %s store %s at %s",
+        *(__version__, kind, location, url),
+        extra={
+            "version": __version__,
+            "store": kind,
+            "location": location,
+            "url": url,
+            "workers": workers,
+        },
+    )
+
+
+def serve_socket(app: FastAPI, listener: socket.socket, limits: Limits) -> None:
+    """Serve ``app`` on ``listener`` in this process until SIGTERM or SIGINT."""
+    raise_file_limit(limits.max_connections)
+    host, port = listener.getsockname()[:2]
+    uvicorn.Server(_config(app, host, port, limits)).run(sockets=[listener])
+
+
 def serve(
     app: FastAPI,
     listener: socket.socket,
@@ -93,15 +121,8 @@ def serve(
     log line names the version, the store (kind and location, ``store``) and the URL."""
     limits = limits or Limits()
     raise_file_limit(limits.max_connections)
-    host, port = listener.getsockname()[:2]
-    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    kind, location = store
-    log.info(
-        "gmem %s serving the %s store %s at %s",
-        *(__version__, kind, location, url),
-        extra={"version": __version__, "store": kind, "location": location, "url": url},
-    )
-    uvicorn.Server(_config(app, host, port, limits)).run(sockets=[listener])
+    announce(listener, store)
+    serve_socket(app, listener, limits)
 
 
 def raise_file_limit(connections: int) -> int:
@@ -145,4 +166,4 @@ def running(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
         sock.close()
 
 
-__all__ = ["listen", "running", "serve"]
+__all__ = ["announce", "listen", "running", "serve", "serve_socket"]
