@@ -73,9 +73,10 @@ LAYERS: dict[str, Layer] = {
         "mcp_server client core errors results tokens _version",
         "mcp mcp_types pydantic anyio uvicorn",
     ),
+    # http/console/ (issue 15): the review console's pages, rendered with Jinja2.
     "http": layer(
         f"http service bootstrap config observability worker {SHARED}",
-        "fastapi fastapi_offline starlette uvicorn pydantic httpx",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx jinja2",
     ),
     "cli": layer(
         f"cli bootstrap config service store crypto http mcp_server client observability {SHARED}",
