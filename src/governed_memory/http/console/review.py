@@ -51,6 +51,8 @@ FormText = Annotated[str, Form()]
 Filter = Annotated[str, Query(max_length=512)]
 #: The notices a page shows after a post sent the reviewer back to it.
 DONE = {"promoted": "Promoted", "rejected": "Rejected"}
+#: Each review action's word in the ``done`` parameter of the page it sends back to.
+PAST = {"promote": "promoted", "reject": "rejected"}
 
 
 def _or_none(value: str) -> str | None:
@@ -189,7 +191,7 @@ def _after_review(
     default = f"{PREFIX}/memories/{memory_id}"
     target = back_to(back, default)
     joiner = "&" if "?" in target else "?"
-    return see_other(f"{target}{joiner}done={action}d&memory={quote(memory_id, safe='')}")
+    return see_other(f"{target}{joiner}done={PAST[action]}&memory={quote(memory_id, safe='')}")
 
 
 @router.post(f"{PREFIX}/memories/{{memory_id}}/promote")
