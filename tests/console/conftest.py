@@ -9,8 +9,8 @@ fresh store of each SQL backend, with a clock the test moves.
 from __future__ import annotations
 
 import os
-import shutil
 import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
