@@ -116,18 +116,31 @@ class Console:
         return self.page.goto(f"{self.url}{path}")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def console(request: pytest.FixtureRequest, browser: Browser, tmp_path: Path) -> Iterator[Console]:
-    """The app over a fresh store of each SQL backend, and a fresh browser context."""
+def serve_console(
+    backend: str, browser: Browser, tmp_path: Path, viewport: dict[str, int] | None = None
+) -> Iterator[Console]:
+    """The app over a fresh store of ``backend``, and a fresh browser context."""
     with ExitStack() as stack:
-        store = stack.enter_context(contextmanager(make_store)(request.param, tmp_path))
+        store = stack.enter_context(contextmanager(make_store)(backend, tmp_path))
         clock = FakeClock()
         served = serve_app(tmp_path / secrets.token_hex(4), stack, store=store, clock=clock)
-        context = browser.new_context(viewport={"width": 1100, "height": 720})
+        context = browser.new_context(viewport=viewport or {"width": 1100, "height": 720})
         stack.callback(context.close)
         page = context.new_page()
         page.set_default_timeout(15_000)
         yield Console(served.url, served.service, store, clock, page)
 
 
-__all__ = ["DOCS_SCREENSHOTS", "Console", "browser", "console"]
+@pytest.fixture(params=["sqlite", "postgres"])
+def console(request: pytest.FixtureRequest, browser: Browser, tmp_path: Path) -> Iterator[Console]:
+    """The console over each SQL backend in turn."""
+    yield from serve_console(request.param, browser, tmp_path)
+
+
+@pytest.fixture
+def pictured(browser: Browser, tmp_path: Path) -> Iterator[Console]:
+    """The console over SQLite in the window size of the documentation's screenshots."""
+    yield from serve_console("sqlite", browser, tmp_path, {"width": 1040, "height": 620})
+
+
+__all__ = ["DOCS_SCREENSHOTS", "Console", "browser", "console", "pictured", "serve_console"]

@@ -49,10 +49,17 @@ _environment = Environment(
 
 
 def _when(value: datetime | None) -> str:
+    """A time as people read it: ``2026-12-02 09:00:00 UTC``."""
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _machine_time(value: datetime | None) -> str:
+    """A time as a ``<time datetime>`` attribute wants it (RFC 3339)."""
     return "" if value is None else rfc3339(value)
 
 
 _environment.filters["when"] = _when
+_environment.filters["rfc3339"] = _machine_time
 
 
 def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
