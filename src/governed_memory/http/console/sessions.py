@@ -94,7 +94,7 @@ class Sessions:
             session = self._sessions.get(digest)
         if session is None:
             return None
-        if now - session.last_seen > self.idle_timeout or now - session.started > MAX_LIFETIME:
+        if now - session.last_seen > self.idle_timeout or now - session.started >= MAX_LIFETIME:
             self.end(session_id)
             return None
         principal = live_principal(self._api_keys.api_key(session.key_id), session, now)
