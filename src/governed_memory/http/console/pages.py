@@ -9,6 +9,7 @@ all), ``X-Frame-Options: DENY``, ``no-store`` caching and no referrer.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from starlette.responses import HTMLResponse
 
 from governed_memory.core.values import rfc3339
 from governed_memory.errors import GovernedMemoryError, ValidationError
-from governed_memory.http.problems import problem_type
+from governed_memory.http.problems import INTERNAL, problem_type
+
+log = logging.getLogger("governed_memory.console")
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -81,7 +84,8 @@ class Problem:
 def problem_of(error: GovernedMemoryError) -> Problem:
     """The problem the API would answer for ``error`` (never more than its detail says)."""
     kind = problem_type(error)
-    if kind.status >= 500:
+    if kind is INTERNAL:  # as the API: nothing of an unexpected error is shown
+        log.error("internal error", extra={"error_type": type(error).__name__})
         return Problem(kind.status, kind.title, "an unexpected error occurred")
     fields: tuple[str, ...] = ()
     if isinstance(error, ValidationError):
