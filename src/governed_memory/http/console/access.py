@@ -123,12 +123,23 @@ def on_signed_out(request: Request, exc: Exception) -> Response:
     return response
 
 
+#: What an id must look like to be logged: a path may carry any text, and a log line never
+#: repeats a caller's text.
+_LOGGABLE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
 def note(action: str, reviewer: Reviewer, outcome: str, **ids: object) -> None:
     """The content-free log line of one console action: what, by which key, the outcome,
-    and the ids it concerned."""
+    and the ids it concerned (numbers, or ids of the shape of ids; anything else is left
+    out)."""
+    shown = {
+        name: value
+        for name, value in ids.items()
+        if isinstance(value, int) or (isinstance(value, str) and _LOGGABLE_ID.fullmatch(value))
+    }
     log.info(
         "console action",
-        extra={"action": action, "key_id": reviewer.session.key_id, "outcome": outcome, **ids},
+        extra={"action": action, "key_id": reviewer.session.key_id, "outcome": outcome, **shown},
     )
 
 

@@ -61,14 +61,20 @@ def _or_none(value: str) -> str | None:
 
 def _version(text: str) -> int:
     """The form's expected version as a number (the service checks it is current)."""
-    if not text.strip().isdigit():
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
         raise ValidationError.field("expected_version", "must be a whole number")
     return int(text)
 
 
-def _refused(reviewer: Reviewer, error: GovernedMemoryError, console: ConsoleDep) -> Response:
+def _count(console: ConsoleDep, error: GovernedMemoryError) -> None:
+    """Count a conflict in the metrics, as the API's error handler does."""
     if console.metrics is not None and isinstance(error, Conflict):
         console.metrics.observe_conflict(error)
+
+
+def _refused(reviewer: Reviewer, error: GovernedMemoryError, console: ConsoleDep) -> Response:
+    _count(console, error)
     problem = problem_of(error)
     return render("problem.html", problem.status, reviewer=reviewer, problem=problem)
 
@@ -180,8 +186,7 @@ def _after_review(
         run()
     except GovernedMemoryError as error:
         note(action, reviewer, type(error).slug, memory_id=memory_id)
-        if console.metrics is not None and isinstance(error, Conflict):
-            console.metrics.observe_conflict(error)
+        _count(console, error)
         problem = problem_of(error)
         try:
             return _item_page(reviewer, console, memory_id, status=problem.status, problem=problem)
