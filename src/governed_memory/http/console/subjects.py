@@ -154,7 +154,8 @@ def audit(
 ) -> Response:
     """The tenant's content-free events from a position on, optionally of one type."""
     try:
-        if not after.isdigit():
+        after = after.strip() or "0"
+        if not (after.isascii() and after.isdigit() and len(after) <= 18):
             raise ValidationError.field("after", "must be a position: a whole number")
         if event_type and event_type not in EVENT_TYPES:
             raise ValidationError.field("type", "is not an event type")
@@ -167,6 +168,7 @@ def audit(
         events=events,
         types=sorted(EVENT_TYPES),
         chosen=event_type,
+        after=after,
         next_page=query_string({"type": event_type, "after": str(last)}) if more else None,
     )
 
