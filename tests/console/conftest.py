@@ -43,9 +43,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the session."""
+    """One headless Chromium per test module. Not per session: Playwright's synchronous
+    API keeps an event loop running in this thread while it is open, and the tests after
+    these (asyncio.run) need the thread back."""
     executable = chromium_path()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(

@@ -19,6 +19,7 @@ def test_a_reviewer_signs_in_and_promotes_with_the_keyboard_alone(console: Conso
     item = console.write(writer)
     page = console.page
     console.go("/console/login")
+    expect(page.get_by_label("API key")).to_be_focused()
     page.keyboard.type(reviewer)
     page.keyboard.press("Enter")
     page.wait_for_url(f"{console.url}/console/quarantine")
