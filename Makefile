@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install install-semantic run test package-check lint format bench bench-full bench-smoke bench-quality crash-test clean
+.PHONY: install install-semantic run test package-check lint format bench bench-full bench-smoke bench-quality crash-test console-screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "governed-memory needs Python 3.11 or newer (set PYTHON=python3.11)")'
@@ -69,6 +69,10 @@ CYCLES ?= 5
 SYNCHRONOUS ?= FULL
 crash-test: install
 	$(BIN)/python -m tests.reliability.crashloop --cycles $(CYCLES) --synchronous $(SYNCHRONOUS)
+
+# Retake the screenshots of docs/console.md in the browser tests (needs Debian's chromium).
+console-screenshots: install
+	GMEM_CONSOLE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/console/test_screenshots.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -78,9 +78,10 @@ LAYERS: dict[str, Layer] = {
         "mcp_server client core errors results tokens _version",
         "mcp mcp_types pydantic anyio uvicorn",
     ),
+    # http/console/ (issue 15): the review console's pages, rendered with Jinja2.
     "http": layer(
         f"http service bootstrap config observability worker telemetry {SHARED}",
-        "fastapi fastapi_offline starlette uvicorn pydantic httpx opentelemetry",
+        "fastapi fastapi_offline starlette uvicorn pydantic httpx jinja2 opentelemetry",
     ),
     # Integrations with agent frameworks (issue 17): adapters of the service's public API
     # and of the client, nothing below them.

@@ -44,7 +44,11 @@ SERVE_FIELDS = (
     "metrics_enabled",
     "otel",
     "otel_exporter",
+    "console_enabled",
+    "console_idle_timeout_seconds",
 )
+#: Settings that are on or off: ``--x`` / ``--no-x``.
+SWITCHES = frozenset({"metrics_enabled", "console_enabled"})
 
 METAVARS = {
     "data_dir": "DIR",
@@ -83,7 +87,7 @@ def add_settings(
         default = Settings.model_fields[field].default
         shown = "unset" if default is None else default
         text = (helps or {}).get(field) or f"GMEM_{field.upper()} (default: {shown})"
-        if field == "metrics_enabled":
+        if field in SWITCHES:
             group.add_argument(
                 _flag(field), dest=field, action=argparse.BooleanOptionalAction, help=text
             )

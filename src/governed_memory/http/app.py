@@ -15,7 +15,8 @@ lifespan. One middleware, :class:`~governed_memory.http.edge.EdgeMiddleware`, do
 
 ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) are served with their assets from the
 pinned ``fastapi-offline`` package under :data:`DOCS_ASSETS`: no page loads anything from
-another host.
+another host. The review console (:mod:`governed_memory.http.console`) is served at
+``/console/`` unless ``GMEM_CONSOLE_ENABLED`` is false.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from fastapi_offline import FastAPIOffline
 from governed_memory import bootstrap
 from governed_memory._version import __version__
 from governed_memory.config import Settings, load_settings
-from governed_memory.http import problems
+from governed_memory.http import console, problems
 from governed_memory.http.auth import Authenticator
 from governed_memory.http.edge import EdgeMiddleware
 from governed_memory.http.limits import FixedWindowLimiter
@@ -119,6 +120,8 @@ def create_app(
     app.include_router(router)
     if metrics is not None:
         app.include_router(metrics_router)
+    if settings.console_enabled:
+        console.install(app, settings, service, api_keys, limiter, metrics)
     _add_middleware(app, settings, metrics)
     return app
 

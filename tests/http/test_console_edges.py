@@ -1,0 +1,108 @@
+"""The review console's edges without a browser: cookies behind HTTPS, the sign-in form's
+token, sessions that hold no secret, and the setting that turns the console off.
+
+The console's pages themselves are tested in a real browser (tests/console/)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import httpx
+
+from governed_memory.apikeys import split_token
+from governed_memory.http.console.sessions import MAX_LIFETIME, Sessions
+from tests.support.api import MakeApi
+from tests.support.fakes import FakeClock
+
+
+def sign_in_form(client: httpx.Client, **headers: str) -> str:
+    """The sign-in page's CSRF token (its cookie is now in ``client``)."""
+    page = client.get("/console/login", headers=headers)
+    assert page.status_code == 200
+    match = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert match is not None
+    return match.group(1)
+
+
+def test_behind_https_the_session_cookie_is_secure(make_api: MakeApi) -> None:
+    """A request that came over HTTPS (as a trusted proxy says) gets a Secure cookie, as
+    HttpOnly and SameSite=Strict as ever."""
+    api = make_api()
+    token = api.key()["Authorization"].split()[1]
+    https = {"X-Forwarded-Proto": "https"}
+    page = api.client.get("/console/login", headers=https)
+    assert "secure" in page.headers["set-cookie"].lower()  # the sign-in form's cookie too
+    match = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert match is not None
+    # The test speaks plain HTTP to the app, so it hands the Secure cookie back itself.
+    cookie = f"gmem_console_login={match.group(1)}"
+    answer = httpx.post(
+        f"{api.client.base_url}/console/login",
+        data={"api_key": token, "csrf_token": match.group(1)},
+        headers=https | {"Cookie": cookie},
+    )
+    assert answer.status_code == 303
+    cookie = answer.headers["set-cookie"].lower()
+    assert "gmem_console=" in cookie
+    assert all(
+        flag in cookie for flag in ("secure", "httponly", "samesite=strict", "path=/console")
+    )
+
+
+def test_over_plain_http_the_cookie_is_not_marked_secure(make_api: MakeApi) -> None:
+    api = make_api()
+    token = api.key()["Authorization"].split()[1]
+    csrf = sign_in_form(api.client)
+    answer = api.client.post("/console/login", data={"api_key": token, "csrf_token": csrf})
+    assert answer.status_code == 303
+    assert "secure" not in answer.headers["set-cookie"].lower()
+
+
+def test_a_sign_in_without_the_forms_token_is_refused(make_api: MakeApi) -> None:
+    """A sign-in posted by another site's page (no token, or not the cookie's) starts no
+    session, even with a good key."""
+    api = make_api()
+    token = api.key()["Authorization"].split()[1]
+    for data in ({"api_key": token}, {"api_key": token, "csrf_token": "guessed"}):
+        answer = httpx.post(f"{api.client.base_url}/console/login", data=data)
+        assert answer.status_code == 403
+        assert "gmem_console=" not in answer.headers.get("set-cookie", "")
+
+
+def test_a_session_keeps_neither_the_key_nor_its_own_id(make_api: MakeApi) -> None:
+    """The store of sessions holds the key's id and its secret's hash, and the session id
+    only as a digest: a dump of it lets nobody sign in."""
+    api = make_api()
+    token = api.key()["Authorization"].split()[1]
+    key_id, secret = split_token(token)
+    record = api.store.api_key(key_id)
+    assert record is not None
+    sessions = Sessions(api.store, api.clock, timedelta(minutes=15))
+    session_id, _ = sessions.start(record)
+    dump = repr(vars(sessions))
+    assert secret not in dump and session_id not in dump
+    assert sessions.resume(session_id) is not None
+    assert sessions.resume(session_id + "x") is None
+
+
+def test_a_session_ends_after_its_lifetime_however_busy(make_api: MakeApi) -> None:
+    api = make_api()
+    record = api.store.api_key(split_token(api.key()["Authorization"].split()[1])[0])
+    assert record is not None
+    clock = FakeClock()
+    sessions = Sessions(api.store, clock, timedelta(minutes=15))
+    session_id, _ = sessions.start(record)
+    for _ in range(int(MAX_LIFETIME / timedelta(minutes=10))):
+        assert sessions.resume(session_id) is not None
+        clock.advance(minutes=10)
+    assert sessions.resume(session_id) is None
+    assert len(sessions) == 0
+
+
+def test_the_console_can_be_turned_off(make_api: MakeApi) -> None:
+    """GMEM_CONSOLE_ENABLED=false: no console route, no stylesheet; the API is unchanged."""
+    api = make_api(console_enabled=False)
+    assert api.client.get("/console/login").status_code == 404
+    assert api.client.get("/console/static/console.css").status_code == 404
+    assert api.client.get("/health").status_code == 200
