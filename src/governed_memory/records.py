@@ -148,13 +148,13 @@ class IndexDoc:
 class SearchRows:
     """What the search index holds of one item, as ``gmem replay --verify`` compares it
     with the item's content: the (agent, purpose) scopes its rows are under, the
-    frequency of each term in its postings, its document row's length and terms
-    (``None``: no document row), and whether it has a vector."""
+    frequency of each term in its postings, its document row's length and terms with their
+    frequencies (``None``: no document row), and whether it has a vector."""
 
     scopes: set[tuple[str, str]] = field(default_factory=set)
     postings: dict[int, int] = field(default_factory=dict)
     length: int | None = None
-    terms: set[int] | None = None
+    terms: dict[int, int] | None = None
     vector: bool = False
 
 

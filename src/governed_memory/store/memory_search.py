@@ -110,7 +110,7 @@ class MemorySearch(MemoryKeys):
             found: dict[str, SearchRows] = {}
             for (tenant, memory_id), (scope, doc) in self._docs.items():
                 if tenant == tenant_id:
-                    terms, vector = set(doc.terms), doc.vector is not None
+                    terms, vector = dict(doc.terms), doc.vector is not None
                     found[memory_id] = SearchRows(
                         {(scope[1], scope[2])}, {}, doc.length, terms, vector
                     )

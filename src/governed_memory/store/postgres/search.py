@@ -102,7 +102,7 @@ def candidate_query(
     }
     kinds = item_kinds = ""
     if request.kinds is not None:
-        kinds = " AND p.kind = ANY (%(kinds)s::text[])"
+        kinds = " AND d.kind = ANY (%(kinds)s::text[])"
         item_kinds = " AND m.kind = ANY (%(kinds)s::text[])"
         params["kinds"] = sorted(kind.value for kind in request.kinds)
     if request.subject_id is not None:

@@ -32,6 +32,7 @@ from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.sqlite import sql, wal
+from governed_memory.store.sqlite.index_rows import IMPACT_MIGRATION, fill_documents
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -370,6 +371,8 @@ class SQLiteDatabase:
                             conn.execute(statement)
                         if number == CHAIN_MIGRATION:
                             _fill_chain(conn)
+                        if number == IMPACT_MIGRATION:
+                            fill_documents(conn)
                         conn.execute(
                             "INSERT INTO schema_migrations VALUES (?, ?)",
                             (number, int(time.time() * 1_000_000)),
