@@ -144,6 +144,16 @@ class IndexDoc:
     vector: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedContent:
+    """What the index holds of an active item: the content version and hash its entry
+    was made of, and the entry (terms with frequencies, length; no vector)."""
+
+    content_version: int
+    content_hash: str
+    entry: IndexDoc
+
+
 @dataclass(slots=True)
 class SearchRows:
     """What the search index holds of one item, as ``gmem replay --verify`` compares it
@@ -291,6 +301,7 @@ __all__ = [
     "ChainLink",
     "IdempotencyRecord",
     "IndexDoc",
+    "IndexedContent",
     "ItemChange",
     "ItemKey",
     "RetentionCursor",

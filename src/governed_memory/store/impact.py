@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from governed_memory.core.retrieval import K1, B
+from governed_memory.records import IndexDoc
 
 _LENGTH_BITS = 16
 _LENGTH_MASK = (1 << _LENGTH_BITS) - 1
@@ -29,6 +30,15 @@ def impact(tf: int, length: int) -> int:
     if not (1 <= tf <= _LENGTH_MASK and 0 <= length <= _LENGTH_MASK):
         raise ValueError(f"a posting's tf {tf} or length {length} is out of range")
     return (tf << _LENGTH_BITS) | (_LENGTH_MASK - length)
+
+
+def impact_rows(rowid: int, scope: int, index: IndexDoc) -> list[tuple[int, int, int, int]]:
+    """An item's postings: (scope, term, impact, item) for each of its terms."""
+    length = index.length
+    if not 0 <= length <= _LENGTH_MASK:  # every tf is at most the length
+        raise ValueError(f"an item's length {length} is out of range")
+    low = _LENGTH_MASK - length
+    return [(scope, term, (tf << _LENGTH_BITS) | low, rowid) for term, tf in index.terms.items()]
 
 
 def tf_of(value: int) -> int:
@@ -74,4 +84,4 @@ def cutoff(level: float, average: float) -> int:
     return impact(tf, min(length, _LENGTH_MASK))
 
 
-__all__ = ["cutoff", "impact", "length_of", "remaining_bound", "saturation", "tf_of"]
+__all__ = ["cutoff", "impact", "impact_rows", "length_of", "remaining_bound", "saturation", "tf_of"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from governed_memory.records import SearchRows
+from governed_memory.records import IndexDoc, IndexedContent, SearchRows
 
 if TYPE_CHECKING:
     from governed_memory.store.sql_reads import Database
@@ -34,6 +34,27 @@ VECTORS = (
     f"SELECT m.id, r.item, s.agent_id, s.purpose FROM search_vectors AS r {_SCOPE} {_ITEM} "
     f"WHERE s.tenant_id = {{P}}"
 )
+
+
+# What the index holds of each active item, with the content it was made of.
+ENTRIES = (
+    "SELECT m.id, m.content_version, m.content_hash, d.length, d.terms, d.tfs "
+    "FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
+    "WHERE m.tenant_id = {P} AND m.status = 'active'"
+)
+
+
+def index_entries(
+    database: Database, placeholder: str, tenant_id: str
+) -> dict[str, IndexedContent]:
+    """Each active item's index entry of the tenant, by memory id (see ``Store``)."""
+    rows = database.query(ENTRIES.replace("{P}", placeholder), (tenant_id,))
+    return {
+        memory_id: IndexedContent(
+            int(version), str(content_hash), IndexDoc(_terms(terms, tfs), int(length))
+        )
+        for memory_id, version, content_hash, length, terms, tfs in rows
+    }
 
 
 def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[str, SearchRows]:
@@ -76,4 +97,4 @@ def _terms(
     return dict(zip(packed_terms, packed_tfs, strict=True))
 
 
-__all__ = ["search_rows"]
+__all__ = ["index_entries", "search_rows"]

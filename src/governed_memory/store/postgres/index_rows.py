@@ -13,7 +13,7 @@ from typing import Any
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
-from governed_memory.store.impact import impact
+from governed_memory.store.impact import impact_rows
 
 
 def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tuple[Any, ...]:
@@ -33,8 +33,7 @@ def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tu
 
 def posting_rows(rowid: int, scope: int, index: IndexDoc) -> list[tuple[int, int, int, int]]:
     """The item's postings (in ``sql.COPY_POSTINGS`` order)."""
-    length = index.length
-    return [(scope, term, impact(tf, length), rowid) for term, tf in index.terms.items()]
+    return impact_rows(rowid, scope, index)
 
 
 __all__ = ["document_row", "posting_rows"]

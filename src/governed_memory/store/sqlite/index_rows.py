@@ -19,7 +19,7 @@ from typing import Any
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
-from governed_memory.store.impact import impact
+from governed_memory.store.impact import impact, impact_rows
 from governed_memory.store.sqlite import sql
 
 #: The migration that moved the index to impact-ordered postings (its documents' term
@@ -79,8 +79,7 @@ def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tu
 
 def posting_rows(rowid: int, scope: int, index: IndexDoc) -> list[tuple[int, int, int, int]]:
     """The item's postings (in :data:`sql.INSERT_POSTING` order)."""
-    length = index.length
-    return [(scope, term, impact(tf, length), rowid) for term, tf in index.terms.items()]
+    return impact_rows(rowid, scope, index)
 
 
 def write_index(
