@@ -21,7 +21,6 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
 from governed_memory.errors import (
@@ -213,12 +212,11 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         (0,),
     )
     assert "memories_due" in due
-    statistics = ScopeStatistics(documents=1, total_length=8, document_frequency={1: 1, 2: 1})
     for subject in (None, "customer-1"):
         request = SearchRequest(
             "acme", "support-bot", "support", [1, 2], datetime.now(UTC), subject, want=10
         )
-        candidates = plan(*candidate_query(1, request, statistics))
+        candidates = plan(*candidate_query(request))
         assert "postings_pkey" in candidates
         assert "Seq Scan" not in candidates
 

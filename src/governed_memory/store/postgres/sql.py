@@ -126,16 +126,6 @@ TOUCH_API_KEY = (
     "AND (last_used_at IS NULL OR last_used_at < %s) RETURNING key_id"
 )
 
-# Scope statistics, the document frequency of each query term and the index's recorded
-# signature (a search made for another index is refused), in one statement.
-SCOPE_STATISTICS = (
-    "SELECT s.id, s.documents, s.total_length, t.term, "
-    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term), "
-    "(SELECT value FROM store_meta WHERE name = %(meta)s) "
-    "FROM scopes AS s CROSS JOIN unnest(%(terms)s::bigint[]) AS t (term) "
-    "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
-)
-
 # The matches of a search, one row per item with its term frequencies: postings of the
 # query terms in one scope (the primary key's prefix), under every hard filter. With
 # %(want)s set, each match is also scored with the core's formula (BM25 over the scope +
@@ -203,6 +193,39 @@ SUBJECT_CANDIDATES = (
     "SELECT id, terms, tfs, length, confidence, updated_at, tokens, "
     f"{_PRUNED} AS pruned FROM kept"
 )
+
+# A whole search in one statement (one round trip): the scope's statistics, each query
+# term's document frequency and IDF (core.retrieval.idf, in SQL), the index's recorded
+# signature, and the candidates of SCOPE_CANDIDATES or SUBJECT_CANDIDATES scored with
+# those IDFs. Always one row when the scope exists (the statistics; candidate columns
+# NULL when there is none), none when it does not.
+_SCOPE_STATS = (
+    "s AS (SELECT id, documents, total_length, CASE WHEN documents > 0 "
+    "THEN total_length::float8 / documents ELSE 1.0 END AS average FROM scopes "
+    "WHERE tenant_id = %(tenant)s AND agent_id = %(agent)s AND purpose = %(purpose)s), "
+    "f AS (SELECT t.term, t.n, (SELECT count(*) FROM postings AS p "
+    "WHERE p.scope = s.id AND p.term = t.term) AS df "
+    "FROM s CROSS JOIN unnest(%(terms)s::bigint[]) WITH ORDINALITY AS t (term, n)), "
+    "w AS (SELECT f.term, ln(1.0::float8 + (s.documents - f.df + 0.5::float8) "
+    "/ (f.df + 0.5::float8)) AS weight FROM f CROSS JOIN s WHERE f.df > 0)"
+)
+_ONE = (
+    "SELECT s.id, s.documents, s.total_length, "
+    "(SELECT array_agg(f.df ORDER BY f.n) FROM f), "
+    "(SELECT value FROM store_meta WHERE name = %(meta)s), r.* "
+    "FROM s LEFT JOIN ({candidates}) AS r ON true"
+)
+
+
+def one_search(candidates: str) -> str:
+    """SCOPE_CANDIDATES or SUBJECT_CANDIDATES (already formatted for kinds) as one
+    statement with the scope's statistics (see above)."""
+    body = candidates.replace(f"WITH {_WEIGHTS}, ", "", 1)
+    body = body.replace("%(scope)s", "(SELECT id FROM s)")
+    body = body.replace("%(average)s::float8", "(SELECT average FROM s)")
+    ctes, prune, select = body.partition(_PRUNE)  # the statement after the CTEs
+    return f"WITH {_SCOPE_STATS}, {ctes}{prune}" + _ONE.format(candidates=select)
+
 
 # The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
 # the subject and kinds filters).
