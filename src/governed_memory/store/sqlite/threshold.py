@@ -53,7 +53,9 @@ MARGIN = 1e-6
 FIRST_PAGE = 256
 _FIRST_SCORED = 5
 #: A list of at most this many postings is read whole.
-WHOLE_LIST = 2_048
+WHOLE_LIST = 8_192
+#: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
+SHORT_HEAD = 4_096
 #: Items met in the heads, returned best bound first, at most this many at once.
 _MET_PAGE = 1_000
 #: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
@@ -120,10 +122,12 @@ class ThresholdSearch:
         some that cannot); ``frequencies``: the matching terms' document frequencies."""
         scored = Scored(want)
         self._first_cut(frequencies, scored)
-        lists = self._plan(frequencies, scored.kth)
-        unseen = sum(bound for *_, bound in lists) + STATIC_MAX
         limit = _MET_PAGE
         while True:
+            # Planned again on each pass with the cut found so far (any exact ``want``-th
+            # best score is a lower bound of the final one): a better cut, less to read.
+            lists = self._plan(frequencies, scored.kth)
+            unseen = sum(bound for *_, bound in lists) + STATIC_MAX
             params: list[Any] = [value for entry in lists for value in entry]
             params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
             params += [scored.kth - MARGIN if scored.kth > -math.inf else -1e300, limit]
@@ -137,7 +141,7 @@ class ThresholdSearch:
                 self._score(fresh, scored)
             if len(met) < limit or met[-1][1] < scored.kth - MARGIN:
                 return scored
-            limit *= 32  # every item returned could compete: ask for more
+            limit *= 32  # every item returned could compete: ask again, with the new cut
 
     def _first_cut(self, frequencies: Mapping[int, int], scored: Scored) -> None:
         """Score the items that lead the lists' first pages: the first cut ``θ``."""
@@ -172,9 +176,13 @@ class ThresholdSearch:
         long = [t for t, n in frequencies.items() if n > WHOLE_LIST]
         state = dict.fromkeys(frequencies, (0, 0.0)) | {t: (_UNREAD, self._cap(t)) for t in long}
         tail = saturation(1, 1, self._average)
-        unread = set(long)
+        heads = {t: self._count(t, _HEAD) for t in long}
+        # A short head is read anyway: an unread list's cap would let every item met
+        # elsewhere compete, and each would be scored from its document.
+        unread = {t for t in long if heads[t] > SHORT_HEAD}
+        state |= {t: (_HEAD, self._cap(t) * tail) for t in long if t not in unread}
         while sum(bound for _, bound in state.values()) >= budget and unread:
-            gains = {t: (1.0 - tail) * self._cap(t) / (self._count(t, _HEAD) + 1) for t in unread}
+            gains = {t: (1.0 - tail) * self._cap(t) / (heads[t] + 1) for t in unread}
             term = max(gains, key=lambda t: (gains[t], t))
             state[term] = (_HEAD, self._cap(term) * tail)
             unread.discard(term)
