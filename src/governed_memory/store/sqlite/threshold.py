@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ SHORT_HEAD = 4_096
 _MET_PAGE = 1_000
 #: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
 _UNREAD = 1 << 62
-_HEAD = 2 << 16
+HEAD = 2 << 16
 #: Documents read in one statement.
 CHUNK = 500
 
@@ -108,8 +108,10 @@ class ThresholdSearch:
         average: float,
         now: int,
         kinds: frozenset[str] | None,
+        heads: Callable[[int], int],
     ) -> None:
         self._db = database
+        self._heads = heads
         self._scope = scope
         self._weights = weights  # every query term's IDF, in query order (as the core sums)
         self._average = average
@@ -176,15 +178,15 @@ class ThresholdSearch:
         long = [t for t, n in frequencies.items() if n > WHOLE_LIST]
         state = dict.fromkeys(frequencies, (0, 0.0)) | {t: (_UNREAD, self._cap(t)) for t in long}
         tail = saturation(1, 1, self._average)
-        heads = {t: self._count(t, _HEAD) for t in long}
+        heads = {t: self._heads(t) for t in long}
         # A short head is read anyway: an unread list's cap would let every item met
         # elsewhere compete, and each would be scored from its document.
         unread = {t for t in long if heads[t] > SHORT_HEAD}
-        state |= {t: (_HEAD, self._cap(t) * tail) for t in long if t not in unread}
+        state |= {t: (HEAD, self._cap(t) * tail) for t in long if t not in unread}
         while sum(bound for _, bound in state.values()) >= budget and unread:
             gains = {t: (1.0 - tail) * self._cap(t) / (heads[t] + 1) for t in unread}
             term = max(gains, key=lambda t: (gains[t], t))
-            state[term] = (_HEAD, self._cap(term) * tail)
+            state[term] = (HEAD, self._cap(term) * tail)
             unread.discard(term)
         if long and sum(bound for _, bound in state.values()) >= budget:
             level = min(1.0, budget / sum(self._cap(t) for t in long))
@@ -194,10 +196,6 @@ class ThresholdSearch:
 
     def _cap(self, term: int) -> float:
         return self._weights[term] * (K1 + 1.0)
-
-    def _count(self, term: int, at: int) -> int:
-        (count,) = self._db.query(sql.POSTINGS_FROM, (self._scope, term, at))[0]
-        return int(count)
 
     def _score(self, items: list[int], scored: Scored) -> None:
         """Score ``items`` exactly from their documents (read in rowid order: a B-tree walk

@@ -14,7 +14,7 @@ Whether a scope is small is decided once, by :mod:`.search`, which then calls
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from governed_memory.core.retrieval import (
@@ -48,10 +48,17 @@ def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
 class ScopedSearch:
     """One search against one scope, reading through the store's database."""
 
-    def __init__(self, database: SQLiteDatabase, request: SearchRequest, scope: int) -> None:
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        request: SearchRequest,
+        scope: int,
+        heads: Callable[[int], int],
+    ) -> None:
         self.db = database
         self.request = request
         self.scope = scope
+        self.heads = heads  # a term's head count (see threshold.py), cached by the caller
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
@@ -93,6 +100,7 @@ class ScopedSearch:
             statistics.average_length,
             self.now,
             frozenset(kinds) if kinds is not None else None,
+            self.heads,
         )
         scored = search.run({t: statistics.document_frequency[t] for t in terms}, want)
         contenders = scored.contenders()
