@@ -55,7 +55,7 @@ _FIRST_SCORED = 5
 #: A list of at most this many postings is read whole.
 WHOLE_LIST = 8_192
 #: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
-SHORT_HEAD = 4_096
+SHORT_HEAD = 12_000
 #: Items met in the heads, returned best bound first, at most this many at once.
 _MET_PAGE = 1_000
 #: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
