@@ -43,7 +43,7 @@ from governed_memory.store.postgres.database import translate
 from governed_memory.store.postgres.search import candidate_query
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
-from tests.support.fakes import FakeClock, body, principal, query, reviewer
+from tests.support.fakes import START, FakeClock, body, principal, query, reviewer
 from tests.support.threads import race
 
 WRITER = principal()
@@ -219,6 +219,37 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         candidates = plan(*candidate_query(request))
         assert "postings_pkey" in candidates
         assert "Seq Scan" not in candidates
+
+
+def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip for the store's part of a search (the scope, the document
+    frequencies, the index's signature and the scored candidates), and one BEGIN that
+    opens the snapshot read-only at REPEATABLE READ."""
+    store = open_store()
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    for n in range(12):
+        service.write(WRITER, body(id=f"m{n}", content=f"Prefers email, note {n}."))
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(statement))
+        return original(self, statement, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    with store.snapshot():
+        (isolation,) = store.database.query("SHOW transaction_isolation")[0]
+        (read_only,) = store.database.query("SHOW transaction_read_only")[0]
+        sent.clear()
+        terms = list(service.index_doc("acme", "email").terms)
+        request = SearchRequest("acme", "support-bot", "support", terms, START, want=10)
+        found = store.search(request)
+    assert (isolation, read_only) == ("repeatable read", "on")
+    assert len(sent) == 1
+    assert {c.memory_id for c in found.candidates} == {f"m{n}" for n in range(12)}  # all tie
+    assert not any("SET TRANSACTION" in statement for statement in sent)
 
 
 def test_a_pruned_search_ranks_exactly_like_the_reference_store(
