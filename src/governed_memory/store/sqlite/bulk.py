@@ -70,7 +70,7 @@ def rebuild(
     Refused with ``LogMoved`` if the tenant's last event is no longer at ``through``.
     Returns the ids of the tenant's scopes, committed.
     """
-    with database.write_transaction() as conn:
+    with database.write_transaction(deferred=True) as conn:
         # The write transaction holds the write lock: no event can land until this
         # rebuild commits, so the check below cannot be overtaken.
         (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()

@@ -120,6 +120,7 @@ class SQLiteDatabase:
         self.path = path
         self.synchronous = synchronous
         self.read_only = read_only
+        self._deferring = False  # inside deferred_sync: a rebuild's commits skip the fsync
         self._busy_timeout_ms = busy_timeout_ms
         self._uri = self._read_only_uri() if read_only else None
         if not read_only:
@@ -249,19 +250,17 @@ class SQLiteDatabase:
 
     @contextmanager
     def deferred_sync(self) -> Iterator[None]:
-        """Commits on the writer skip their fsync inside the block (``synchronous =
-        NORMAL``, consistent in WAL mode); when it ends the write-ahead log is synced once,
-        so every commit made inside is as durable as configured."""
-        if self.read_only or self.synchronous not in ("FULL", "EXTRA"):
-            yield
-            return
-        with self.write_lock:
-            self.writer.execute("PRAGMA synchronous = NORMAL")
+        """Inside the block, a ``write_transaction(deferred=True)`` (a rebuild's) commits
+        without its fsync (``synchronous = NORMAL``, consistent in WAL mode); when the
+        block ends the write-ahead log is synced once, so those commits are as durable as
+        configured. Every other commit meanwhile (group commit, admin writes) keeps its
+        own fsync, and syncs the log with it."""
+        self._deferring = True
         try:
             yield
         finally:
+            self._deferring = False
             with self.write_lock:
-                self.writer.execute(f"PRAGMA synchronous = {self.synchronous}")
                 self._sync_log()
 
     def _sync_log(self) -> None:
@@ -276,13 +275,17 @@ class SQLiteDatabase:
             os.close(descriptor)
 
     @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+    def write_transaction(self, *, deferred: bool = False) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction on the writer, holding the write lock
         (admin and bulk paths; batches go through group commit). It commits when the
         block ends and rolls back if it raises; a driver error becomes ``StoreUnavailable``.
+        ``deferred``: inside :meth:`deferred_sync`, commit without the fsync.
         """
+        relaxed = deferred and self._deferring and self.synchronous in ("FULL", "EXTRA")
         with self.write_lock:
             conn = self.writer
+            if relaxed:
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
@@ -293,6 +296,9 @@ class SQLiteDatabase:
             except BaseException:
                 rollback(conn)
                 raise
+            finally:
+                if relaxed:
+                    conn.execute(f"PRAGMA synchronous = {self.synchronous}")
 
     def write(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """One statement in a write transaction of its own; the rows it returns."""

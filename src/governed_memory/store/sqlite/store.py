@@ -109,8 +109,9 @@ class SQLiteStore(SQLReads):
 
     def rebuilding(self) -> AbstractContextManager[None]:
         """Each tenant's rebuild commits without waiting for the disk (``synchronous =
-        NORMAL``: WAL keeps the file consistent, a crash loses at most the last tenants,
-        which a rebuild does again); the log is made durable once, at the end."""
+        NORMAL`` for that transaction alone: WAL keeps the file consistent, a crash loses
+        at most the last tenants, which a rebuild does again); the log is made durable
+        once, at the end. Other writes meanwhile keep their own fsync."""
         return self.database.deferred_sync()
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
