@@ -16,8 +16,9 @@ written into this file by it; each preset owns the section between its markers, 
 text outside the markers is kept. The machines are shared and noisy, so every figure is
 reported beside baselines measured **in the same run**, as ratios.
 
-- `make bench` — quick preset: stores of 10k and 100k items, a few minutes.
-- `make bench-full` — full preset: adds 1M items and the 100k-item single scope.
+- `make bench` — quick preset: stores of 10k and 100k items and the 100k-item single
+  scope, a few minutes.
+- `make bench-full` — full preset: adds 1M items.
 - `make bench-smoke` — seconds; proves the harness works (CI), asserts nothing about speed.
 
 Raw results of the last run of each preset: `bench/results/latest-<preset>.json`.

@@ -25,6 +25,7 @@ from governed_memory.records import (
     BrowseRequest,
     ChainLink,
     IdempotencyRecord,
+    IndexedContent,
     ItemChange,
     ItemKey,
     RetentionCursor,
@@ -139,6 +140,18 @@ class Items(Protocol):
     def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
         """Every search row of the tenant (postings, documents, vectors), by the memory id
         of its item; a row whose item is not the tenant's, by ``#`` and its row id."""
+        ...
+
+    def index_entries(self, tenant_id: str) -> dict[str, IndexedContent]:
+        """What the index holds of each of the tenant's active items, by memory id: the
+        content it was made of (version and hash) and its terms with their frequencies
+        and length (no vector), so a rebuild need not open content it indexed already."""
+        ...
+
+    def rebuilding(self) -> AbstractContextManager[None]:
+        """Around a whole rebuild: a store may relax durability per tenant (a rebuild
+        interrupted by a crash is done again) provided the result is durable when the
+        block ends and the store stays consistent throughout."""
         ...
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:

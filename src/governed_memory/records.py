@@ -144,17 +144,27 @@ class IndexDoc:
     vector: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedContent:
+    """What the index holds of an active item: the content version and hash its entry
+    was made of, and the entry (terms with frequencies, length; no vector)."""
+
+    content_version: int
+    content_hash: str
+    entry: IndexDoc
+
+
 @dataclass(slots=True)
 class SearchRows:
     """What the search index holds of one item, as ``gmem replay --verify`` compares it
     with the item's content: the (agent, purpose) scopes its rows are under, the
-    frequency of each term in its postings, its document row's length and terms
-    (``None``: no document row), and whether it has a vector."""
+    frequency of each term in its postings, its document row's length and terms with their
+    frequencies (``None``: no document row), and whether it has a vector."""
 
     scopes: set[tuple[str, str]] = field(default_factory=set)
     postings: dict[int, int] = field(default_factory=dict)
     length: int | None = None
-    terms: set[int] | None = None
+    terms: dict[int, int] | None = None
     vector: bool = False
 
 
@@ -291,6 +301,7 @@ __all__ = [
     "ChainLink",
     "IdempotencyRecord",
     "IndexDoc",
+    "IndexedContent",
     "ItemChange",
     "ItemKey",
     "RetentionCursor",

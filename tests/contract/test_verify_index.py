@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
+
+from governed_memory.core.model import ItemState
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings
+from governed_memory.service.vault import KeyCache, Vault
 from tests.support.embedder import FakeEmbedder
 from tests.support.fakes import FakeClock, body, principal, reviewer
 
 WRITER = principal()
 AGENT = principal(name="agent", trust=Trust.UNTRUSTED)
 DPO = principal(name="dpo", scopes={Scope.SUBJECT_FORGET, Scope.MEMORY_READ})
+QUERY = {"agent_id": "support-bot", "purpose": "support"}
 
 
 def every_change(service: MemoryService, clock: FakeClock) -> None:
@@ -77,3 +82,29 @@ def test_verify_under_other_search_settings_says_the_rows_were_not_compared(
     (difference,) = other.verify_replay().differences
     assert difference.startswith("the search index was built with analyzer=")
     assert "its rows were not compared" in difference
+
+
+def test_a_rebuild_keeps_what_the_index_holds_without_opening_content(
+    service: MemoryService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gmem replay`` reuses each active item's stored terms and frequencies (its content
+    version and hash unchanged) and opens no content; ``gmem reindex`` opens every active
+    item's, since new settings may analyze it otherwise. Both verify clean and search alike."""
+    every_change(service, clock)
+    before = [hit.item.id for hit in service.search(WRITER, {**QUERY, "query": "email"}).items]
+    opened: list[str] = []
+    original = Vault.open_known
+
+    def counting(self: Vault, state: ItemState, keys: KeyCache) -> str | None:
+        opened.append(state.id)
+        return original(self, state, keys)
+
+    monkeypatch.setattr(Vault, "open_known", counting)
+    service.maintenance.rebuild()
+    assert opened == []
+    service.maintenance.reindex()
+    assert sorted(set(opened)) == ["active", "new", "other", "promoted", "rewritten"]
+    assert service.verify_replay().differences == []
+    assert [hit.item.id for hit in service.search(WRITER, {**QUERY, "query": "email"}).items] == (
+        before
+    )

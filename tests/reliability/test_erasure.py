@@ -39,6 +39,7 @@ from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.sqlite.index_rows import unpack
 from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
@@ -142,7 +143,8 @@ def test_the_canary_is_in_no_file_of_the_data_directory(forgotten: Forgotten) ->
 
 
 def test_the_subject_key_and_its_search_postings_are_gone(forgotten: Forgotten) -> None:
-    """No key row for the subject, no postings for its terms; the bystander keeps both."""
+    """No key row for the subject, no postings or documents with its terms; the bystander
+    keeps all three."""
     keyring = Keyring(load_or_create_key_file(forgotten.data))
     canary_term, keep_term = keyring.term_ids("acme", [CANARY.casefold(), KEEP.casefold()])
     conn = sqlite3.connect(forgotten.data / "gmem.sqlite3")
@@ -152,6 +154,11 @@ def test_the_subject_key_and_its_search_postings_are_gone(forgotten: Forgotten) 
         count = "SELECT count(*) FROM postings WHERE term = ?"
         assert conn.execute(count, (canary_term,)).fetchone() == (0,)
         assert conn.execute(count, (keep_term,)).fetchone() == (1,)
+        documents = [
+            unpack(terms, tfs) for terms, tfs in conn.execute("SELECT terms, tfs FROM search_docs")
+        ]  # each item's term ids and frequencies: none of the forgotten subject's is left
+        assert [canary_term in doc for doc in documents] == [False]
+        assert [doc.get(keep_term) for doc in documents] == [1]
         contents = conn.execute(
             "SELECT count(*) FROM memories WHERE subject_id = 'victim' AND content IS NOT NULL"
         ).fetchone()

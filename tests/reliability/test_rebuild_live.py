@@ -149,7 +149,8 @@ def test_verify_names_a_removed_posting_and_search_rows_of_an_item_not_searchabl
     tamper(store, "DELETE FROM postings WHERE item = :item AND term = ?", "m2", term_id)
     tamper(
         store,
-        "INSERT INTO postings SELECT scope, term, :item, 1, 2, 0.5, 0, 0, 'fact' "
+        # tf 1 in an item of length 2 (impact: tf << 16 | 65535 - length)
+        "INSERT INTO postings SELECT scope, term, 65536 + 65533, :item "
         "FROM postings WHERE item <> :item AND term = ? LIMIT 1",
         "q1",
         term_id,

@@ -21,7 +21,6 @@ import pytest
 from psycopg import sql
 
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.core.values import Scope
 from governed_memory.crypto import Keyring
 from governed_memory.errors import (
@@ -44,7 +43,7 @@ from governed_memory.store.postgres.database import translate
 from governed_memory.store.postgres.search import candidate_query
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import postgres_dsn
-from tests.support.fakes import FakeClock, body, principal, query, reviewer
+from tests.support.fakes import START, FakeClock, body, principal, query, reviewer
 from tests.support.threads import race
 
 WRITER = principal()
@@ -213,14 +212,44 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         (0,),
     )
     assert "memories_due" in due
-    statistics = ScopeStatistics(documents=1, total_length=8, document_frequency={1: 1, 2: 1})
     for subject in (None, "customer-1"):
         request = SearchRequest(
             "acme", "support-bot", "support", [1, 2], datetime.now(UTC), subject, want=10
         )
-        candidates = plan(*candidate_query(1, request, statistics))
+        candidates = plan(*candidate_query(request))
         assert "postings_pkey" in candidates
         assert "Seq Scan" not in candidates
+
+
+def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip for the store's part of a search (the scope, the document
+    frequencies, the index's signature and the scored candidates), and one BEGIN that
+    opens the snapshot read-only at REPEATABLE READ."""
+    store = open_store()
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    for n in range(12):
+        service.write(WRITER, body(id=f"m{n}", content=f"Prefers email, note {n}."))
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(statement))
+        return original(self, statement, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    with store.snapshot():
+        (isolation,) = store.database.query("SHOW transaction_isolation")[0]
+        (read_only,) = store.database.query("SHOW transaction_read_only")[0]
+        sent.clear()
+        terms = list(service.index_doc("acme", "email").terms)
+        request = SearchRequest("acme", "support-bot", "support", terms, START, want=10)
+        found = store.search(request)
+    assert (isolation, read_only) == ("repeatable read", "on")
+    assert len(sent) == 1
+    assert {c.memory_id for c in found.candidates} == {f"m{n}" for n in range(12)}  # all tie
+    assert not any("SET TRANSACTION" in statement for statement in sent)
 
 
 def test_a_pruned_search_ranks_exactly_like_the_reference_store(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from governed_memory.bootstrap import open_service
+from governed_memory.records import ItemChange
+from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
 
 
@@ -54,3 +57,33 @@ def test_a_bad_export_line_imports_nothing(tmp_path: Path) -> None:
     report = target.maintenance.import_log(lines)
     assert (report.events, report.items) == (5, 5)
     assert target.verify_replay().ok
+
+
+def test_only_the_rebuilds_own_commits_skip_their_fsync(tmp_path: Path) -> None:
+    """During a rebuild each tenant's swap commits at synchronous=NORMAL, a write
+    acknowledged meanwhile still commits at FULL, and FULL is back when it ends."""
+    service = open_service(data_dir=tmp_path, clock=FakeClock(), synchronous="FULL")
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    writer, seen = principal(), []
+
+    def level() -> int:
+        return int(store.database.writer.execute("PRAGMA synchronous").fetchone()[0])
+
+    original = store.rebuild
+
+    def rebuild(tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+        with store.database.write_transaction(deferred=True):
+            seen.append(("swap", level()))
+        if len(seen) == 1:  # once: the write moves the log, and the tenant is folded again
+            service.write(writer, body(id="during", content="written meanwhile"))
+            seen.append(("write", level()))
+        original(tenant_id, changes, through)
+
+    service.write(writer, body(id="a", content="email"))
+    store.rebuild = rebuild  # type: ignore[method-assign]
+    with store.rebuilding():
+        service.maintenance.rebuild()
+    assert seen == [("swap", 1), ("write", 2), ("swap", 1)]
+    assert level() == 2
+    assert [hit.item.id for hit in service.search(writer, query("meanwhile")).items] == ["during"]

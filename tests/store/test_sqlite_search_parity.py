@@ -12,7 +12,7 @@ from governed_memory.core.retrieval import CONFIDENCE_WEIGHT
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.sqlite import SQLiteStore, threshold
 from tests.support.fakes import FakeClock, principal, query
 
 WRITER = principal()
@@ -101,6 +101,21 @@ def test_pruned_and_exhaustive_search_agree(
     purposes = sorted({item.purpose for item in reference.store.tenant_items("acme")})
     search["purpose"] = purposes[seed % len(purposes)]
     assert outcome(pruned, search) == outcome(reference, search)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_threshold_algorithm_is_exact_when_it_reads_lists_only_in_part(
+    pair: tuple[MemoryService, MemoryService], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With tiny limits, the lists of these 600 items are read as a 100k-item scope's are:
+    long lists left unread or read through their heads (or down to a common level when
+    the heads are not enough), few items from the first pages, the met items returned a
+    handful at a time. The answers are still exactly the reference's."""
+    monkeypatch.setattr(threshold, "WHOLE_LIST", 6)
+    monkeypatch.setattr(threshold, "SHORT_HEAD", 3)
+    monkeypatch.setattr(threshold, "FIRST_PAGE", 4)
+    monkeypatch.setattr(threshold, "_MET_PAGE", 5)
+    test_pruned_and_exhaustive_search_agree(pair, seed)
 
 
 def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(

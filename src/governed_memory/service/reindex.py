@@ -1,8 +1,12 @@
 """Rebuilding the projection and the search index from the log, safe against writes.
 
-Each tenant's log is folded into items; every active item's content is opened with its
-keys and indexed again under the service's search settings (terms, and vectors
-when semantic recall is on); the result replaces the tenant's rows in one swap
+Each tenant's log is folded into items; an active item whose content the index already
+holds (same content version and hash; its stored terms and frequencies) keeps that entry
+without its content being opened, unless the settings change (``gmem reindex``) or
+semantic recall is on (vectors are not kept with the entries); every other active item's
+content is opened with its keys and indexed again under the service's search settings
+(terms, and vectors when semantic recall is on); the result replaces the tenant's rows in
+one swap
 (``Store.rebuild``), which the store refuses if an event landed after the fold. Then the
 tenant is folded again: index entries already made are kept (an entry depends only on an
 item's content version), so a retry costs the new items only.
@@ -25,7 +29,7 @@ from governed_memory.core.projection import replay
 from governed_memory.core.values import Status
 from governed_memory.errors import LogMoved, StoreUnavailable
 from governed_memory.ports import Store
-from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, ItemChange
+from governed_memory.records import REBUILDING, SEARCH_INDEX, IndexDoc, IndexedContent, ItemChange
 from governed_memory.service.indexing import Indexer
 from governed_memory.service.vault import KeyCache, Vault
 
@@ -67,36 +71,47 @@ class Rebuild:
         self._tenants = self._done = self._indexed = self._items = 0
 
     def reindex(self) -> int:
-        """Rebuild under this service's settings and record them as the index's."""
+        """Rebuild under this service's settings and record them as the index's: every
+        active item's content is opened and analyzed again."""
         signature = self._indexer.signature
         self._store.replace_meta(SEARCH_INDEX, REBUILDING + signature)
-        count = self.run()
+        count = self._run(reuse=False)
         self._store.replace_meta(SEARCH_INDEX, signature)
         return count
 
     def run(self) -> int:
-        """Rebuild every tenant; the number of items."""
+        """Rebuild every tenant under the settings the index was built with; the number
+        of items. An item whose content the index already holds (same version and hash)
+        keeps its entry, without opening its content; the others are indexed again."""
+        return self._run(reuse=self._indexer.settings.embedder is None)
+
+    def _run(self, *, reuse: bool) -> int:
         tenants = self._store.tenants()
         self._tenants = len(tenants)
         self._progress()
         total = 0
-        for tenant in tenants:
-            total += self._tenant(tenant)
-            self._done += 1
-            self._progress()
+        with self._store.rebuilding():
+            for tenant in tenants:
+                total += self._tenant(tenant, reuse)
+                self._done += 1
+                self._progress()
         return total
 
     def _progress(self) -> None:
         self._report(Progress(self._done, self._tenants, self._indexed, self._items))
 
-    def _tenant(self, tenant: str) -> int:
+    def _tenant(self, tenant: str, reuse: bool) -> int:
         """Fold the tenant's log and swap the result in, again if a write landed meanwhile."""
         made: _Made = {}
+        held = self._store.index_entries(tenant) if reuse else {}
         for _ in range(REBUILD_ATTEMPTS):
             read = _Read(self._store.tenant_events(tenant))
             # Folded as it is read: the fold keeps one state per item, never the whole log.
             items = [item for _, item in sorted(replay(read).items())]
             through = read.last
+            kept = _kept(held, items, made)
+            self._items += kept  # counted as indexed: their entries are done
+            self._indexed += kept
             self._index(tenant, items, made)
             changes = [ItemChange(item, 0, _entry(made, item)) for item in items]
             try:
@@ -155,6 +170,25 @@ class _Read:
         for stored in self._log:
             self.last = stored.position
             yield stored.event
+
+
+def _kept(held: dict[str, IndexedContent], items: list[ItemState], made: _Made) -> int:
+    """Keep the entries the index already holds of items whose content it was made of
+    (an entry depends only on the content, and the analyzer a rebuild does not change);
+    how many were not kept already."""
+    kept = 0
+    for item in items:
+        found = held.get(item.id)
+        if (
+            found is not None
+            and item.status is Status.ACTIVE
+            and found.content_version == item.content_version
+            and found.content_hash == item.content_hash
+            and (item.id, item.content_version) not in made
+        ):
+            made[(item.id, item.content_version)] = found.entry
+            kept += 1
+    return kept
 
 
 def _entry(made: _Made, item: ItemState) -> IndexDoc | None:

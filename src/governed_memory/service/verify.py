@@ -117,7 +117,7 @@ class Verify:
             wrong.append("scope")
         if found.postings != dict(want.terms):
             wrong.append("postings")
-        if found.length != want.length or found.terms != set(want.terms):
+        if found.length != want.length or found.terms != dict(want.terms):
             wrong.append("document")
         if found.vector != (self._indexer.settings.embedder is not None):
             wrong.append("vector")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 
 from governed_memory.core.events import StoredEvent, SubjectForgotten
@@ -259,6 +259,9 @@ class MemoryStore(MemorySearch):
     def chain_links(self, tenant_id: str | None, after: int, limit: int) -> list[ChainLink]:
         with self._lock:
             return self._chain.after(tenant_id, after, limit)
+
+    def rebuilding(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         with self._lock:

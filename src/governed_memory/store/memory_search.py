@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from governed_memory.core.model import ItemState
 from governed_memory.core.retrieval import Candidate, ScopeStatistics, admits
+from governed_memory.core.values import Status
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
     IndexDoc,
+    IndexedContent,
     SealedVector,
     SearchMatches,
     SearchRequest,
@@ -105,12 +107,23 @@ class MemorySearch(MemoryKeys):
                     )
             return found
 
+    def index_entries(self, tenant_id: str) -> dict[str, IndexedContent]:
+        with self._lock:
+            return {
+                memory_id: IndexedContent(
+                    item.content_version, item.content_hash, IndexDoc(dict(doc.terms), doc.length)
+                )
+                for (tenant, memory_id), (_, doc) in self._docs.items()
+                if tenant == tenant_id
+                and (item := self._items[(tenant, memory_id)]).status is Status.ACTIVE
+            }
+
     def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
         with self._lock:
             found: dict[str, SearchRows] = {}
             for (tenant, memory_id), (scope, doc) in self._docs.items():
                 if tenant == tenant_id:
-                    terms, vector = set(doc.terms), doc.vector is not None
+                    terms, vector = dict(doc.terms), doc.vector is not None
                     found[memory_id] = SearchRows(
                         {(scope[1], scope[2])}, {}, doc.length, terms, vector
                     )

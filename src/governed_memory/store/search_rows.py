@@ -12,7 +12,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from governed_memory.records import SearchRows
+from governed_memory.records import IndexDoc, IndexedContent, SearchRows
 
 if TYPE_CHECKING:
     from governed_memory.store.sql_reads import Database
@@ -20,18 +20,41 @@ if TYPE_CHECKING:
 _ITEM = "LEFT JOIN memories AS m ON m.rowid = r.item AND m.tenant_id = s.tenant_id"
 _SCOPE = "JOIN scopes AS s ON s.id = r.scope"
 
+# A posting's tf is the high bits of its impact (store/impact.py).
 POSTINGS = (
-    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.term, r.tf FROM postings AS r {_SCOPE} "
+    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.term, r.impact >> 16 FROM postings AS r "
+    f"{_SCOPE} "
     f"{_ITEM} WHERE s.tenant_id = {{P}}"
 )
 DOCUMENTS = (
-    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.length, r.terms FROM search_docs AS r "
+    f"SELECT m.id, r.item, s.agent_id, s.purpose, r.length, r.terms, r.tfs FROM search_docs AS r "
     f"{_SCOPE} {_ITEM} WHERE s.tenant_id = {{P}}"
 )
 VECTORS = (
     f"SELECT m.id, r.item, s.agent_id, s.purpose FROM search_vectors AS r {_SCOPE} {_ITEM} "
     f"WHERE s.tenant_id = {{P}}"
 )
+
+
+# What the index holds of each active item, with the content it was made of.
+ENTRIES = (
+    "SELECT m.id, m.content_version, m.content_hash, d.length, d.terms, d.tfs "
+    "FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
+    "WHERE m.tenant_id = {P} AND m.status = 'active'"
+)
+
+
+def index_entries(
+    database: Database, placeholder: str, tenant_id: str
+) -> dict[str, IndexedContent]:
+    """Each active item's index entry of the tenant, by memory id (see ``Store``)."""
+    rows = database.query(ENTRIES.replace("{P}", placeholder), (tenant_id,))
+    return {
+        memory_id: IndexedContent(
+            int(version), str(content_hash), IndexDoc(_terms(terms, tfs), int(length))
+        )
+        for memory_id, version, content_hash, length, terms, tfs in rows
+    }
 
 
 def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[str, SearchRows]:
@@ -44,10 +67,10 @@ def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[st
     for memory_id, rowid, agent, purpose, term, tf in rows_of(POSTINGS):
         rows = _entry(found, memory_id, rowid, agent, purpose)
         rows.postings[int(term)] = rows.postings.get(int(term), 0) + int(tf)
-    for memory_id, rowid, agent, purpose, length, terms in rows_of(DOCUMENTS):
+    for memory_id, rowid, agent, purpose, length, terms, tfs in rows_of(DOCUMENTS):
         rows = _entry(found, memory_id, rowid, agent, purpose)
         rows.length = int(length)
-        rows.terms = set(_terms(terms))
+        rows.terms = _terms(terms, tfs)
     for memory_id, rowid, agent, purpose in rows_of(VECTORS):
         _entry(found, memory_id, rowid, agent, purpose).vector = True
     return found
@@ -61,13 +84,17 @@ def _entry(
     return rows
 
 
-def _terms(stored: bytes | memoryview | list[int]) -> list[int]:
-    """A document's terms: a packed blob of 64-bit integers (SQLite), or an array."""
-    if isinstance(stored, list):
-        return [int(term) for term in stored]
-    packed = array("q")
-    packed.frombytes(bytes(stored))
-    return list(packed)
+def _terms(
+    terms: bytes | memoryview | list[int], tfs: bytes | memoryview | list[int]
+) -> dict[int, int]:
+    """A document's terms and their frequencies: packed blobs of 64-bit and 16-bit
+    integers (SQLite), or two arrays (PostgreSQL)."""
+    if isinstance(terms, list) and isinstance(tfs, list):
+        return {int(term): int(tf) for term, tf in zip(terms, tfs, strict=True)}
+    packed_terms, packed_tfs = array("q"), array("H")
+    packed_terms.frombytes(bytes(terms))
+    packed_tfs.frombytes(bytes(tfs))
+    return dict(zip(packed_terms, packed_tfs, strict=True))
 
 
-__all__ = ["search_rows"]
+__all__ = ["index_entries", "search_rows"]

@@ -29,6 +29,7 @@ from governed_memory.records import (
     BrowseRequest,
     ChainLink,
     IdempotencyRecord,
+    IndexedContent,
     ItemKey,
     RetentionCursor,
     SealedVector,
@@ -38,7 +39,7 @@ from governed_memory.records import (
 )
 from governed_memory.store.chain_links import link_from_row
 from governed_memory.store.paging import paged_events
-from governed_memory.store.search_rows import search_rows
+from governed_memory.store.search_rows import index_entries, search_rows
 
 
 class Dialect(Protocol):
@@ -235,6 +236,9 @@ class SQLReads:
 
     def search_rows(self, tenant_id: str) -> dict[str, SearchRows]:
         return search_rows(self._db, self._sql.P, tenant_id)
+
+    def index_entries(self, tenant_id: str) -> dict[str, IndexedContent]:
+        return index_entries(self._db, self._sql.P, tenant_id)
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
         """The sealed vectors of the scope's items that pass every hard filter, in SQL."""

@@ -12,16 +12,13 @@ from typing import Any
 
 from governed_memory.codec import EVENT_COLUMNS, idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
-
-#: What ``search_docs`` holds of one item: rowid, scope, length, its terms.
-Document = tuple[int, int, int, list[int]]
+from governed_memory.store.postgres.index_rows import document_row, posting_rows
 
 
 def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> None:
@@ -103,7 +100,7 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
         with cursor.copy(sql.COPY_ITEMS) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
                 copy.write_row((rowid, *item_row(change.item)))
-        documents: list[Document] = []
+        documents: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, int, bytes]] = []
         with cursor.copy(sql.COPY_POSTINGS) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
@@ -111,17 +108,11 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                 if index is None:
                     continue
                 scope = scope_ids[(item.agent_id, item.purpose)]
-                documents.append((rowid, scope, index.length, list(index.terms)))
+                documents.append(document_row(rowid, scope, item, index))
                 if index.vector is not None:
                     vectors.append((rowid, scope, index.vector))
-                static = (
-                    item.confidence,
-                    to_micros(item.updated_at),
-                    to_micros(item.expires_at),
-                    item.kind.value,
-                )
-                for term, tf in index.terms.items():
-                    copy.write_row((scope, term, rowid, tf, index.length, *static))
+                for row in posting_rows(rowid, scope, index):
+                    copy.write_row(row)
         with cursor.copy(sql.COPY_DOCUMENTS) as copy:
             for document in documents:
                 copy.write_row(document)

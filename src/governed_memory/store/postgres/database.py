@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import IsolationLevel
 from psycopg import sql as pgsql
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
@@ -124,13 +125,19 @@ class PostgresDatabase:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """This thread's reads share one REPEATABLE READ, read-only transaction."""
-        with self.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            self._pinned.conn = conn
+        with self.connection() as conn:
+            # Set on the connection, the isolation and read-only mode go out with the
+            # transaction's BEGIN: one round trip, not a BEGIN and a SET TRANSACTION.
+            conn.isolation_level, conn.read_only = IsolationLevel.REPEATABLE_READ, True
             try:
-                yield
+                with conn.transaction():
+                    self._pinned.conn = conn
+                    try:
+                        yield
+                    finally:
+                        self._pinned.conn = None
             finally:
-                self._pinned.conn = None
+                conn.isolation_level, conn.read_only = None, None
 
     def ping(self) -> None:
         self.query(sql.PING)

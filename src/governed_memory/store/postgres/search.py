@@ -1,4 +1,5 @@
-"""The PostgreSQL search: scope statistics, then the matches, hard-filtered in SQL.
+"""The PostgreSQL search in one statement: scope statistics and the matches, hard-filtered
+in SQL.
 
 With ``want`` set, the database also scores each match with the core's formula and
 returns only those that can rank in the top ``want`` (and near-ties of the last), so a
@@ -18,7 +19,6 @@ from governed_memory.core.retrieval import (
     B,
     Candidate,
     ScopeStatistics,
-    idf,
 )
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import StoreUnavailable
@@ -33,35 +33,26 @@ from governed_memory.store.postgres.database import PostgresDatabase
 
 
 def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
-    """The candidates of ``request`` and its scope's statistics."""
+    """The candidates of ``request`` and its scope's statistics, in one statement."""
     terms = list(dict.fromkeys(request.terms))
     if not terms:
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
-    rows = database.query(
-        sql.SCOPE_STATISTICS,
-        {
-            "terms": terms,
-            "tenant": request.tenant_id,
-            "agent": request.agent_id,
-            "purpose": request.purpose,
-            "meta": SEARCH_INDEX,
-        },
-    )
+    query, params = candidate_query(request)
+    rows = database.query(query, params)
     if not rows:  # no scope: nothing to find, whatever the index was built with
         return SearchMatches(ScopeStatistics(0, 0, {}), [])
-    if not serves_index(rows[0][5], request.index_signature):
+    _, documents, total_length, frequencies, recorded = rows[0][:5]
+    if not serves_index(recorded, request.index_signature):
         raise StoreUnavailable.index_rebuilt()
-    scope, documents, total_length = rows[0][:3]
-    frequency = {int(row[3]): int(row[4]) for row in rows}
+    frequency = {t: int(n) for t, n in zip(terms, frequencies, strict=True)}
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)
-    if not any(frequency.values()):
-        return SearchMatches(statistics, [])
-    query, params = candidate_query(scope, request, statistics)
     candidates = []
     complete = True
-    for memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned in database.query(
-        query, params
+    for memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned in (
+        row[5:] for row in rows
     ):
+        if memory_id is None:
+            continue  # the statistics' row of a scope without a match
         complete = complete and not pruned
         candidates.append(
             Candidate(
@@ -76,25 +67,22 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     return SearchMatches(statistics, candidates, complete)
 
 
-def candidate_query(
-    scope: int, request: SearchRequest, statistics: ScopeStatistics
-) -> tuple[str, dict[str, Any]]:
-    """The SQL that applies every hard filter of SPEC §6.1 inside the scope's postings.
+def candidate_query(request: SearchRequest) -> tuple[str, dict[str, Any]]:
+    """The one statement of a search (``sql.one_search``): the scope's statistics and
+    every match under every hard filter of SPEC §6.1, scored and pruned in SQL.
 
-    Each row is one match with its term frequencies, and whether matches were pruned.
+    Each candidate row is one match with its term frequencies, and whether matches were
+    pruned.
     """
-    terms = list(dict.fromkeys(request.terms))
     params: dict[str, Any] = {
-        "scope": scope,
-        "terms": terms,
-        "weights": [idf(statistics.documents, statistics.document_frequency[t]) for t in terms],
+        "terms": list(dict.fromkeys(request.terms)),
         "tenant": request.tenant_id,
         "agent": request.agent_id,
         "purpose": request.purpose,
+        "meta": SEARCH_INDEX,
         "now": to_micros(request.now),
         "k1": K1,
         "b": B,
-        "average": statistics.average_length,
         "confidence_weight": CONFIDENCE_WEIGHT,
         "recency_weight": RECENCY_WEIGHT,
         "half_life": RECENCY_HALF_LIFE_MICROS,
@@ -102,13 +90,14 @@ def candidate_query(
     }
     kinds = item_kinds = ""
     if request.kinds is not None:
-        kinds = " AND p.kind = ANY (%(kinds)s::text[])"
+        kinds = " AND d.kind = ANY (%(kinds)s::text[])"
         item_kinds = " AND m.kind = ANY (%(kinds)s::text[])"
         params["kinds"] = sorted(kind.value for kind in request.kinds)
     if request.subject_id is not None:
         params["subject"] = request.subject_id
-        return sql.SUBJECT_CANDIDATES.format(item_kinds=item_kinds), params
-    return sql.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds), params
+        return sql.one_search(sql.SUBJECT_CANDIDATES.format(item_kinds=item_kinds)), params
+    candidates = sql.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds)
+    return sql.one_search(candidates), params
 
 
 __all__ = ["candidate_query", "search"]

@@ -126,16 +126,6 @@ TOUCH_API_KEY = (
     "AND (last_used_at IS NULL OR last_used_at < %s) RETURNING key_id"
 )
 
-# Scope statistics, the document frequency of each query term and the index's recorded
-# signature (a search made for another index is refused), in one statement.
-SCOPE_STATISTICS = (
-    "SELECT s.id, s.documents, s.total_length, t.term, "
-    "(SELECT count(*) FROM postings AS p WHERE p.scope = s.id AND p.term = t.term), "
-    "(SELECT value FROM store_meta WHERE name = %(meta)s) "
-    "FROM scopes AS s CROSS JOIN unnest(%(terms)s::bigint[]) AS t (term) "
-    "WHERE s.tenant_id = %(tenant)s AND s.agent_id = %(agent)s AND s.purpose = %(purpose)s"
-)
-
 # The matches of a search, one row per item with its term frequencies: postings of the
 # query terms in one scope (the primary key's prefix), under every hard filter. With
 # %(want)s set, each match is also scored with the core's formula (BM25 over the scope +
@@ -146,9 +136,12 @@ SCOPE_STATISTICS = (
 _WEIGHTS = (
     "w AS (SELECT * FROM unnest(%(terms)s::bigint[], %(weights)s::float8[]) AS w (term, weight))"
 )
+# A posting's tf and its item's length, read back from its impact (store/impact.py).
+_TF = "(p.impact >> 16)"
+_LENGTH = "(65535 - (p.impact & 65535))"
 _LEXICAL = (
-    "sum(w.weight * p.tf * (%(k1)s + 1.0) / (p.tf + %(k1)s * "
-    "(1.0 - %(b)s + %(b)s * p.length / %(average)s::float8)))"
+    f"sum(w.weight * {_TF} * (%(k1)s + 1.0) / ({_TF} + %(k1)s * "
+    f"(1.0 - %(b)s + %(b)s * {_LENGTH} / %(average)s::float8)))"
 )
 _STATIC = (
     "%(confidence_weight)s * {confidence} + %(recency_weight)s / "
@@ -167,16 +160,19 @@ _PRUNE = (
 _PRUNED = (
     "%(want)s::integer IS NOT NULL AND EXISTS (SELECT 1 FROM c, cut WHERE c.score < cut.score)"
 )
-# A whole scope: postings alone are filtered (expiry, kinds) and scored; only the kept few
-# are joined to their items, where every hard filter applies again.
+# A whole scope: the postings are summed per item (tf and length come from the impact),
+# each item's document adds its static part and filters expiry and kinds; only the kept
+# few are joined to their items, where every hard filter applies again.
 SCOPE_CANDIDATES = (
     f"WITH {_WEIGHTS}, "
-    "c AS (SELECT p.item, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
-    f"min(p.length) AS length, {_LEXICAL} + "
-    + _STATIC.format(confidence="min(p.confidence)", updated_at="min(p.updated_at)")
-    + " AS score FROM postings AS p JOIN w ON w.term = p.term "
-    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
-    "AND p.expires_at > %(now)s{kinds} GROUP BY p.item), "
+    f"a AS (SELECT p.item, array_agg(p.term) AS terms, array_agg({_TF}) AS tfs, "
+    f"min({_LENGTH}) AS length, {_LEXICAL} AS lexical "
+    "FROM postings AS p JOIN w ON w.term = p.term "
+    "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) GROUP BY p.item), "
+    "c AS (SELECT a.item, a.terms, a.tfs, a.length, a.lexical + "
+    + _STATIC.format(confidence="d.confidence", updated_at="d.updated_at")
+    + " AS score FROM a JOIN search_docs AS d ON d.item = a.item "
+    "WHERE d.expires_at > %(now)s{kinds}), "
     f"{_PRUNE}"
     "SELECT m.id, kept.terms, kept.tfs, kept.length, m.confidence, m.updated_at, m.tokens, "
     f"{_PRUNED} AS pruned FROM kept JOIN memories AS m ON m.rowid = kept.item "
@@ -185,8 +181,8 @@ SCOPE_CANDIDATES = (
 # One subject's items: joined first (they are few), then scored.
 SUBJECT_CANDIDATES = (
     f"WITH {_WEIGHTS}, "
-    "c AS (SELECT m.rowid, m.id, array_agg(p.term) AS terms, array_agg(p.tf) AS tfs, "
-    "min(p.length) AS length, m.confidence, m.updated_at, m.tokens, "
+    f"c AS (SELECT m.rowid, m.id, array_agg(p.term) AS terms, array_agg({_TF}) AS tfs, "
+    f"min({_LENGTH}) AS length, m.confidence, m.updated_at, m.tokens, "
     f"{_LEXICAL} + "
     + _STATIC.format(confidence="m.confidence", updated_at="m.updated_at")
     + " AS score "
@@ -197,6 +193,39 @@ SUBJECT_CANDIDATES = (
     "SELECT id, terms, tfs, length, confidence, updated_at, tokens, "
     f"{_PRUNED} AS pruned FROM kept"
 )
+
+# A whole search in one statement (one round trip): the scope's statistics, each query
+# term's document frequency and IDF (core.retrieval.idf, in SQL), the index's recorded
+# signature, and the candidates of SCOPE_CANDIDATES or SUBJECT_CANDIDATES scored with
+# those IDFs. Always one row when the scope exists (the statistics; candidate columns
+# NULL when there is none), none when it does not.
+_SCOPE_STATS = (
+    "s AS (SELECT id, documents, total_length, CASE WHEN documents > 0 "
+    "THEN total_length::float8 / documents ELSE 1.0 END AS average FROM scopes "
+    "WHERE tenant_id = %(tenant)s AND agent_id = %(agent)s AND purpose = %(purpose)s), "
+    "f AS (SELECT t.term, t.n, (SELECT count(*) FROM postings AS p "
+    "WHERE p.scope = s.id AND p.term = t.term) AS df "
+    "FROM s CROSS JOIN unnest(%(terms)s::bigint[]) WITH ORDINALITY AS t (term, n)), "
+    "w AS (SELECT f.term, ln(1.0::float8 + (s.documents - f.df + 0.5::float8) "
+    "/ (f.df + 0.5::float8)) AS weight FROM f CROSS JOIN s WHERE f.df > 0)"
+)
+_ONE = (
+    "SELECT s.id, s.documents, s.total_length, "
+    "(SELECT array_agg(f.df ORDER BY f.n) FROM f), "
+    "(SELECT value FROM store_meta WHERE name = %(meta)s), r.* "
+    "FROM s LEFT JOIN ({candidates}) AS r ON true"
+)
+
+
+def one_search(candidates: str) -> str:
+    """SCOPE_CANDIDATES or SUBJECT_CANDIDATES (already formatted for kinds) as one
+    statement with the scope's statistics (see above)."""
+    body = candidates.replace(f"WITH {_WEIGHTS}, ", "", 1)
+    body = body.replace("%(scope)s", "(SELECT id FROM s)")
+    body = body.replace("%(average)s::float8", "(SELECT average FROM s)")
+    ctes, prune, select = body.partition(_PRUNE)  # the statement after the CTEs
+    return f"WITH {_SCOPE_STATS}, {ctes}{prune}" + _ONE.format(candidates=select)
+
 
 # The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
 # the subject and kinds filters).
@@ -264,6 +293,8 @@ _UPDATE_ITEM = (
     " RETURNING rowid"
 )
 _GUARD = "SELECT gm_require(EXISTS (SELECT 1 FROM m), 'version')"
+# A posting's impact (store/impact.py), in SQL.
+_IMPACT = "(({tf}) << 16) | (65535 - ({length}))"
 # The postings of a searchable item, its document and its scope's statistics, in the same
 # statement as the item row: one INSERT … SELECT FROM unnest for all the postings.
 _INDEX = (
@@ -272,13 +303,13 @@ _INDEX = (
     "ON CONFLICT (tenant_id, agent_id, purpose) DO UPDATE SET "
     "documents = s.documents + 1, total_length = s.total_length + excluded.total_length "
     "RETURNING id), "
-    "d AS (INSERT INTO search_docs (item, scope, length, terms) "
-    "SELECT m.rowid, s.id, %(length)s, %(terms)s::bigint[] FROM m, s), "
-    "p AS (INSERT INTO postings "
-    "(scope, term, item, tf, length, confidence, updated_at, expires_at, kind) "
-    "SELECT s.id, u.term, m.rowid, u.tf, %(length)s, %(confidence)s, %(updated_at)s, "
-    "%(expires_at)s, %(kind)s FROM m, s, "
-    "unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)), "
+    "d AS (INSERT INTO search_docs "
+    "(item, scope, length, confidence, updated_at, expires_at, kind, terms, tfs) "
+    "SELECT m.rowid, s.id, %(length)s, %(confidence)s, %(updated_at)s, %(expires_at)s, "
+    "%(kind)s, %(terms)s::bigint[], %(tfs)s::integer[] FROM m, s), "
+    "p AS (INSERT INTO postings (scope, term, impact, item) "
+    f"SELECT s.id, u.term, {_IMPACT.format(tf='u.tf', length='%(length)s::integer')}, "
+    "m.rowid FROM m, s, unnest(%(terms)s::bigint[], %(tfs)s::integer[]) AS u (term, tf)), "
     "v AS (INSERT INTO search_vectors (item, scope, vector) "
     "SELECT m.rowid, s.id, %(vector)s::bytea FROM m, s WHERE %(vector)s::bytea IS NOT NULL) "
 )
@@ -293,9 +324,11 @@ WRITE_ITEM = {
 DROP_INDEX = (
     "WITH d AS (DELETE FROM search_docs WHERE item = "
     "(SELECT rowid FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s) "
-    "RETURNING item, scope, length, terms), "
-    "p AS (DELETE FROM postings USING d WHERE postings.scope = d.scope "
-    "AND postings.term = ANY (d.terms) AND postings.item = d.item), "
+    "RETURNING item, scope, length, terms, tfs), "
+    "p AS (DELETE FROM postings USING d, unnest(d.terms, d.tfs) AS u (term, tf) "
+    "WHERE postings.scope = d.scope AND postings.term = u.term "
+    f"AND postings.impact = {_IMPACT.format(tf='u.tf', length='d.length')} "
+    "AND postings.item = d.item), "
     "v AS (DELETE FROM search_vectors USING d WHERE search_vectors.item = d.item) "
     "UPDATE scopes SET documents = scopes.documents - 1, "
     "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope"
@@ -341,11 +374,11 @@ NEXT_ROWIDS = (
     "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) FROM generate_series(1, %s)"
 )
 COPY_ITEMS = f"COPY memories (rowid, {COLUMNS}) FROM STDIN"
-COPY_POSTINGS = (
-    "COPY postings (scope, term, item, tf, length, confidence, updated_at, expires_at, "
-    "kind) FROM STDIN"
+COPY_POSTINGS = "COPY postings (scope, term, impact, item) FROM STDIN"
+COPY_DOCUMENTS = (
+    "COPY search_docs (item, scope, length, confidence, updated_at, expires_at, kind, terms, "
+    "tfs) FROM STDIN"
 )
-COPY_DOCUMENTS = "COPY search_docs (item, scope, length, terms) FROM STDIN"
 COPY_VECTORS = "COPY search_vectors (item, scope, vector) FROM STDIN"
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = agg.documents, total_length = agg.total_length "

@@ -15,7 +15,7 @@ SQLite (:mod:`governed_memory.store.sql_reads`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from governed_memory.core.events import StoredEvent
@@ -89,6 +89,9 @@ class PostgresStore(SQLReads):
 
     def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
         bulk.import_idempotency(self.database, records)
+
+    def rebuilding(self) -> AbstractContextManager[None]:
+        return nullcontext()  # each tenant's rebuild commits durably on its own
 
     def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
         bulk.rebuild(self.database, tenant_id, changes, through)

@@ -13,7 +13,6 @@ the subject's items left undeleted (:class:`SubjectChanged`).
 from __future__ import annotations
 
 import sqlite3
-from array import array
 from collections import ChainMap
 from collections.abc import MutableMapping
 from functools import partial
@@ -25,7 +24,6 @@ from governed_memory.codec import (
 )
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
-from governed_memory.core.values import to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
     StoreUnavailable,
@@ -38,6 +36,7 @@ from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
+from governed_memory.store.sqlite.index_rows import drop_index, write_index
 from governed_memory.store.sqlite.wal import PURGE_DUE
 
 ScopeKey = tuple[str, str, str]
@@ -223,40 +222,12 @@ class SQLiteBatches:
     ) -> None:
         """Replace the item's postings, its search document and its scope's totals."""
         if change.expected_version != 0:
-            self._drop_index(conn, rowid)
+            drop_index(conn, rowid)
         index = change.index
         if index is None:
             return
-        item = change.item
-        updated_at, expires = to_micros(item.updated_at), to_micros(item.expires_at)
-        kind = item.kind.value
-        scope = self._scope_id(conn, item, scopes)
-        conn.executemany(
-            sql.INSERT_POSTING,
-            [
-                (scope, term, rowid, tf, index.length, item.confidence, updated_at, expires, kind)
-                for term, tf in index.terms.items()
-            ],
-        )
-        conn.execute(
-            sql.INSERT_DOCUMENT, (rowid, scope, index.length, array("q", index.terms).tobytes())
-        )
-        if index.vector is not None:
-            conn.execute(sql.INSERT_VECTOR, (rowid, scope, index.vector))
-        conn.execute(sql.DOCUMENT_ADDED, (index.length, scope))
-
-    @staticmethod
-    def _drop_index(conn: sqlite3.Connection, rowid: int) -> None:
-        old = conn.execute(sql.OLD_DOCUMENT, (rowid,)).fetchone()
-        if old is None:
-            return
-        scope, length, packed = old
-        terms = array("q")
-        terms.frombytes(packed)
-        conn.executemany(sql.DELETE_POSTING, [(scope, term, rowid) for term in terms])
-        conn.execute(sql.DELETE_DOCUMENT, (rowid,))
-        conn.execute(sql.DELETE_VECTOR, (rowid,))
-        conn.execute(sql.DOCUMENT_REMOVED, (length, scope))
+        scope = self._scope_id(conn, change.item, scopes)
+        write_index(conn, rowid, scope, change.item, index)
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:
         """Store ``key`` unless the subject has one (its own transaction); the stored one."""

@@ -7,7 +7,6 @@ Both run in one write transaction of their own (outside group commit) and write 
 from __future__ import annotations
 
 import sqlite3
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -15,7 +14,6 @@ from typing import Any
 
 from governed_memory.codec import idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
-from governed_memory.core.values import to_micros
 from governed_memory.errors import LogMoved
 from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
 from governed_memory.store.chain_links import Heads, event_columns
@@ -23,6 +21,7 @@ from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.index_rows import document_row, posting_rows
 
 ScopeKey = tuple[str, str, str]
 #: Items whose rows a rebuild builds and inserts at once.
@@ -71,7 +70,7 @@ def rebuild(
     Refused with ``LogMoved`` if the tenant's last event is no longer at ``through``.
     Returns the ids of the tenant's scopes, committed.
     """
-    with database.write_transaction() as conn:
+    with database.write_transaction(deferred=True) as conn:
         # The write transaction holds the write lock: no event can land until this
         # rebuild commits, so the check below cannot be overtaken.
         (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
@@ -90,7 +89,7 @@ def rebuild(
             chunk = changes[start : start + LOAD_CHUNK]
             rows = _Rows.of(tenant_id, chunk, scopes, first_rowid=top + 1 + start)
             conn.executemany(sql.LOAD_ITEM, rows.items)
-            conn.executemany(sql.LOAD_DOCUMENT, rows.documents)
+            conn.executemany(sql.INSERT_DOCUMENT, rows.documents)
             conn.executemany(sql.LOAD_VECTOR, rows.vectors)
             rows.postings.sort()  # in key order: each B-tree page is visited once a chunk
             conn.executemany(sql.INSERT_POSTING, rows.postings)
@@ -139,19 +138,12 @@ class _Rows:
             if index is None:
                 continue
             scope = scopes[(tenant_id, item.agent_id, item.purpose)]
-            rows.documents.append((rowid, scope, index.length, array("q", index.terms).tobytes()))
+            rows.documents.append(document_row(rowid, scope, item, index))
             if index.vector is not None:
                 rows.vectors.append((rowid, scope, index.vector))
             rows.totals[scope][0] += 1
             rows.totals[scope][1] += index.length
-            fixed = (
-                index.length,
-                item.confidence,
-                to_micros(item.updated_at),
-                to_micros(item.expires_at),
-                item.kind.value,
-            )
-            rows.postings.extend((scope, t, rowid, tf, *fixed) for t, tf in index.terms.items())
+            rows.postings.extend(posting_rows(rowid, scope, index))
         return rows
 
 

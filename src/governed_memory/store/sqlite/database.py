@@ -32,6 +32,7 @@ from governed_memory.errors import ReadWouldWait, StoreUnavailable
 from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.sqlite import sql, wal
+from governed_memory.store.sqlite.index_rows import IMPACT_MIGRATION, fill_documents
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -119,6 +120,7 @@ class SQLiteDatabase:
         self.path = path
         self.synchronous = synchronous
         self.read_only = read_only
+        self._deferring = False  # inside deferred_sync: a rebuild's commits skip the fsync
         self._busy_timeout_ms = busy_timeout_ms
         self._uri = self._read_only_uri() if read_only else None
         if not read_only:
@@ -247,13 +249,43 @@ class SQLiteDatabase:
     # -- writes outside group commit ------------------------------------------------------
 
     @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+    def deferred_sync(self) -> Iterator[None]:
+        """Inside the block, a ``write_transaction(deferred=True)`` (a rebuild's) commits
+        without its fsync (``synchronous = NORMAL``, consistent in WAL mode); when the
+        block ends the write-ahead log is synced once, so those commits are as durable as
+        configured. Every other commit meanwhile (group commit, admin writes) keeps its
+        own fsync, and syncs the log with it."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+            with self.write_lock:
+                self._sync_log()
+
+    def _sync_log(self) -> None:
+        """fsync the write-ahead log (every frame committed so far becomes durable)."""
+        try:
+            descriptor = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # checkpointed and truncated: nothing left unsynced in it
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    @contextmanager
+    def write_transaction(self, *, deferred: bool = False) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction on the writer, holding the write lock
         (admin and bulk paths; batches go through group commit). It commits when the
         block ends and rolls back if it raises; a driver error becomes ``StoreUnavailable``.
+        ``deferred``: inside :meth:`deferred_sync`, commit without the fsync.
         """
+        relaxed = deferred and self._deferring and self.synchronous in ("FULL", "EXTRA")
         with self.write_lock:
             conn = self.writer
+            if relaxed:
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
@@ -264,6 +296,9 @@ class SQLiteDatabase:
             except BaseException:
                 rollback(conn)
                 raise
+            finally:
+                if relaxed:
+                    conn.execute(f"PRAGMA synchronous = {self.synchronous}")
 
     def write(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """One statement in a write transaction of its own; the rows it returns."""
@@ -370,6 +405,8 @@ class SQLiteDatabase:
                             conn.execute(statement)
                         if number == CHAIN_MIGRATION:
                             _fill_chain(conn)
+                        if number == IMPACT_MIGRATION:
+                            fill_documents(conn)
                         conn.execute(
                             "INSERT INTO schema_migrations VALUES (?, ?)",
                             (number, int(time.time() * 1_000_000)),

@@ -23,6 +23,7 @@ from governed_memory.records import (
 )
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.threshold import HEAD
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
 
 #: Up to this many postings of the query terms, a scope is read whole (one statement).
@@ -48,7 +49,9 @@ class SQLiteSearch:
         scope, documents, total_length, generation, recorded = rows[0]
         if not serves_index(recorded, request.index_signature):
             raise StoreUnavailable.index_rebuilt()
-        search = ScopedSearch(self._db, request, scope)
+        search = ScopedSearch(
+            self._db, request, scope, lambda term: self._head(scope, generation, term)
+        )
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
         if few is not None:
@@ -78,6 +81,17 @@ class SQLiteSearch:
             sql.few_postings(len(terms)), (scope, *terms, SMALL_SCOPE_POSTINGS + 1)
         )
         return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
+
+    def _head(self, scope: int, generation: int, term: int) -> int:
+        """How many of the term's postings have tf ≥ 2 (its head: see threshold.py),
+        cached like the document frequencies."""
+        key = (scope, -1 - term)  # beside the term's frequency, never equal to a term
+        cached = self._frequencies.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        (count,) = self._db.query(sql.POSTINGS_FROM, (scope, term, HEAD))[0]
+        self._frequencies[key] = (generation, int(count))
+        return int(count)
 
     def _frequency(self, scope: int, generation: int, term: int) -> int:
         """How many searchable items of the scope contain the term (an index-only count),

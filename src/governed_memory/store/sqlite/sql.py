@@ -160,14 +160,14 @@ INSERT_SCOPE = (
     "ON CONFLICT (tenant_id, agent_id, purpose) DO NOTHING"
 )
 GET_SCOPE_ID = "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
-OLD_DOCUMENT = "SELECT scope, length, terms FROM search_docs WHERE item = ?"
-DELETE_POSTING = "DELETE FROM postings WHERE scope = ? AND term = ? AND item = ?"
+OLD_DOCUMENT = "SELECT scope, length, terms, tfs FROM search_docs WHERE item = ?"
+DELETE_POSTING = "DELETE FROM postings WHERE scope = ? AND term = ? AND impact = ? AND item = ?"
 DELETE_DOCUMENT = "DELETE FROM search_docs WHERE item = ?"
-INSERT_POSTING = (
-    "INSERT INTO postings (scope, term, item, tf, length, confidence, updated_at, "
-    "expires_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_POSTING = "INSERT INTO postings (scope, term, impact, item) VALUES (?, ?, ?, ?)"
+INSERT_DOCUMENT = (
+    "INSERT INTO search_docs (item, scope, length, confidence, updated_at, expires_at, kind, "
+    "terms, tfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-INSERT_DOCUMENT = "INSERT INTO search_docs (item, scope, length, terms) VALUES (?, ?, ?, ?)"
 INSERT_VECTOR = "INSERT INTO search_vectors (item, scope, vector) VALUES (?, ?, ?)"
 DELETE_VECTOR = "DELETE FROM search_vectors WHERE item = ?"
 # Every change to a scope's postings bumps its generation, which invalidates the cached
@@ -192,25 +192,66 @@ SCOPE = (
     "WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
 )
 DOCUMENT_FREQUENCY = "SELECT count(*) FROM postings WHERE scope = ? AND term = ?"
+#: What ranking needs of an item, from its document (store/impact.py, top_k.py).
+DOCUMENT_FACTS = "length, confidence, updated_at, expires_at, kind, terms, tfs"
 
 
 def few_postings(terms: int) -> str:
-    """Every posting of ``terms`` query terms in a scope, up to a limit."""
+    """Every posting of ``terms`` query terms in a scope, up to a limit, each with its
+    item's confidence, last change, expiry and kind."""
     return (
-        "SELECT term, item, tf, length, confidence, updated_at, expires_at, kind "
-        f"FROM postings WHERE scope = ? AND term IN ({marks(terms)}) LIMIT ?"
+        "WITH p AS (SELECT term, item, impact FROM postings "
+        f"WHERE scope = ? AND term IN ({marks(terms)}) LIMIT ?) "
+        "SELECT p.term, p.item, p.impact, d.confidence, d.updated_at, d.expires_at, d.kind "
+        "FROM p JOIN search_docs AS d ON d.item = p.item"
     )
 
 
-# One term's eligible postings, best first by term part + static part (confidence and
-# recency), both computed with the core's formulas (core.retrieval.lexical_part and
-# static_parts, which rank the survivors again); the static part is returned too.
-_STATIC = "(? * confidence + ? / (1.0 + max(0, ? - updated_at) / ?))"
-TOP_POSTINGS = (
-    f"SELECT item, {_STATIC} AS static, ? * tf * ? / (tf + ? * (? + ? * length / ?))"
-    f" + {_STATIC} AS value"
-    " FROM postings WHERE scope = ? AND term = ? AND expires_at > ?"
+# A page of one term's postings, best first, after the last one read (keyset paging over
+# the primary key: no posting is scored or sorted to find the best ones).
+FIRST_POSTINGS = (
+    "SELECT impact, item FROM postings WHERE scope = ? AND term = ? "
+    "ORDER BY impact DESC, item DESC LIMIT ?"
 )
+NEXT_POSTINGS = (
+    "SELECT impact, item FROM postings WHERE scope = ? AND term = ? AND (impact, item) < (?, ?) "
+    "ORDER BY impact DESC, item DESC LIMIT ?"
+)
+
+
+def heads(lists: int) -> str:
+    """The items met in the heads of ``lists`` postings lists, with their upper bounds.
+
+    Each list (term, weight, cutoff, bound of its unread postings) is read down to its
+    cutoff through the primary key; each posting adds its exact term part (the core's
+    BM25, with tf and length taken from the impact: store/impact.py) to its item's known
+    sum. An item's upper bound is that sum, the bounds of the lists it was not met in, and
+    the static maximum; only items whose bound reaches the cut come back, best first.
+    Parameters: the lists' (term, weight, cutoff, bound) ×``lists``; k1 + 1, k1, 1 − b, b,
+    the average length; the scope; the sum of the bounds plus the static maximum; the cut;
+    how many rows at most.
+    """
+    values = ", ".join("(?, ?, ?, ?)" for _ in range(lists))
+    return (
+        f"WITH q (term, weight, cutoff, bound) AS (VALUES {values}), "
+        "k (k1p1, k1, one_b, b, average) AS (SELECT ?, ?, ?, ?, ?), "
+        "m AS (SELECT p.item, sum(q.weight * (p.impact >> 16) * k.k1p1 / ((p.impact >> 16) "
+        "+ k.k1 * (k.one_b + k.b * (65535 - (p.impact & 65535)) / k.average))) AS known, "
+        "sum(q.bound) AS met FROM q CROSS JOIN k JOIN postings AS p "
+        "ON p.scope = ? AND p.term = q.term AND p.impact >= q.cutoff GROUP BY p.item), "
+        "u AS (SELECT item, known + ? - met AS upper FROM m) "
+        "SELECT item, upper FROM u WHERE upper >= ? ORDER BY upper DESC LIMIT ?"
+    )
+
+
+POSTINGS_FROM = "SELECT count(*) FROM postings WHERE scope = ? AND term = ? AND impact >= ?"
+
+
+def documents(items: int) -> str:
+    """The documents of ``items`` items: what ranking needs of each."""
+    return f"SELECT item, {DOCUMENT_FACTS} FROM search_docs WHERE item IN ({marks(items)})"
+
+
 # The sealed vectors of a scope's items under every hard filter (store.sql_reads appends
 # the subject and kinds filters).
 SCOPE_VECTORS = (
@@ -242,14 +283,6 @@ def eligible_items(items: int) -> str:
     )
 
 
-def term_frequencies(terms: int, items: int) -> str:
-    """The postings of ``terms`` query terms held by ``items`` items of a scope."""
-    return (
-        "SELECT item, term, tf, length FROM postings WHERE scope = ? "
-        f"AND term IN ({marks(terms)}) AND item IN ({marks(items)})"
-    )
-
-
 # -- rebuild --------------------------------------------------------------------------------
 
 TENANT_SCOPES = "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?"
@@ -262,7 +295,6 @@ DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = ?"
 NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?)"
 TOP_ROWID = "SELECT coalesce(max(rowid), 0) FROM memories"
 LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS) + 1)})"
-LOAD_DOCUMENT = "INSERT INTO search_docs VALUES (?, ?, ?, ?)"
 LOAD_VECTOR = INSERT_VECTOR
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = ?, total_length = ?, generation = generation + 1 WHERE id = ?"

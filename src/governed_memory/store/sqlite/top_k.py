@@ -1,13 +1,12 @@
 """Scoped search over SQLite postings: hard filters in SQL, exact top-k without full scans.
 
-Postings are keyed ``(scope, term, item)``, so every query starts inside one
-(tenant, agent, purpose) scope and never reads another scope's rows. Within a large scope a
-common term can have tens of thousands of postings; shipping them all to Python would cost
-a second. Instead each round asks SQLite for the ``M`` best postings of each query term by
-*term part + confidence + recency* (computed in SQL with the core's formula), scores the
-union exactly in Python, and stops when the ``want``-th best score beats the bound on any
-item not yet seen (:func:`governed_memory.core.retrieval.unseen_bound`); otherwise ``M``
-grows. Small scopes and subject-filtered searches read their few matches directly.
+Postings are keyed ``(scope, term, impact, item)``, so every query starts inside one
+(tenant, agent, purpose) scope and never reads another scope's rows, and a term's
+postings are listed best first. A small scope is ranked on its postings and documents
+(one read); a large one goes to the threshold algorithm (:mod:`.threshold`), which reads
+the best postings of each term a page at a time and scores only the items that can
+compete. Subject-filtered searches, and searches that want every match, read their
+matches directly.
 
 Whether a scope is small is decided once, by :mod:`.search`, which then calls
 :meth:`ScopedSearch.small` or :meth:`ScopedSearch.large`.
@@ -15,39 +14,30 @@ Whether a scope is small is decided once, by :mod:`.search`, which then calls
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from governed_memory.core.retrieval import (
-    CONFIDENCE_WEIGHT,
-    K1,
     MICROS_PER_DAY,
-    RECENCY_HALF_LIFE_MICROS,
-    RECENCY_WEIGHT,
-    STATIC_MAX,
-    B,
     Candidate,
     ScopeStatistics,
     idf,
     lexical_part,
     static_parts,
-    term_upper_bound,
-    unseen_bound,
 )
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.store.impact import length_of, tf_of
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.index_rows import unpack
+from governed_memory.store.sqlite.threshold import MARGIN, ThresholdSearch
 
-#: A posting as read: term, item, tf, length, confidence, updated_at, expires_at, kind.
-Posting = tuple[int, int, int, int, float, int, int, str]
+#: A posting as read: term, item, impact, confidence, updated_at, expires_at, kind.
+Posting = tuple[int, int, int, float, int, int, str]
 
 CHUNK = 500
 FIRST_ROUND = 32
-#: Scores computed here and by the core may differ in the last bits; contenders are
-#: taken within this margin of the cut so rounding never drops one.
-_MARGIN = 1e-6
 
 
 def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
@@ -58,10 +48,17 @@ def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
 class ScopedSearch:
     """One search against one scope, reading through the store's database."""
 
-    def __init__(self, database: SQLiteDatabase, request: SearchRequest, scope: int) -> None:
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        request: SearchRequest,
+        scope: int,
+        heads: Callable[[int], int],
+    ) -> None:
         self.db = database
         self.request = request
         self.scope = scope
+        self.heads = heads  # a term's head count (see threshold.py), cached by the caller
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
@@ -93,47 +90,31 @@ class ScopedSearch:
         return [t for t in dict.fromkeys(self.request.terms) if statistics.document_frequency[t]]
 
     def _top(self, statistics: ScopeStatistics, terms: list[int], want: int) -> SearchMatches:
-        """Threshold algorithm over the essential terms, scoring in bounds, not in full.
+        """The exact top ``want`` by the threshold algorithm over impact-ordered lists;
+        only the contenders are read from ``memories``."""
+        kinds = {kind.value for kind in self.request.kinds} if self.request.kinds else None
+        search = ThresholdSearch(
+            self.db,
+            self.scope,
+            self._weights(statistics),
+            statistics.average_length,
+            self.now,
+            frozenset(kinds) if kinds is not None else None,
+            self.heads,
+        )
+        scored = search.run({t: statistics.document_frequency[t] for t in terms}, want)
+        contenders = scored.contenders()
+        frequencies = {item: scored.facts[item][0] for item in contenders}
+        lengths = {item: scored.facts[item][1] for item in contenders}
+        self._collect(contenders, (frequencies, lengths))
+        return SearchMatches(statistics, self._candidates(), complete=False)
 
-        Terms are taken rarest first (largest possible contribution); only the essential
-        prefix has its postings lists read, best first. A list row tells an item's
-        static part and that term's part, so every seen item has a lower bound (what is
-        known) and an upper bound (plus, for each term not seen with it, what that term
-        could still add). An unseen item is bounded by the threshold-algorithm bound over
-        the unfinished lists plus the caps of the other terms. Once the ``want``-th best
-        lower bound beats every unseen item, only the seen items whose upper bound
-        reaches that threshold can be in the top ``want``: those are scored exactly.
-        """
-        weights = {t: idf(statistics.documents, statistics.document_frequency[t]) for t in terms}
-        uppers = {t: term_upper_bound(w) for t, w in weights.items()}
-        order = sorted(terms, key=lambda t: (-uppers[t], t))
-        essential, size = 1, max(FIRST_ROUND, 4 * want)
-        while True:
-            read = order[:essential]
-            lasts, seen = self._read_lists(statistics, read, weights, size)
-            rest = sum(uppers[t] for t in order[essential:])
-            bounds = [unseen_bound(lasts, uppers) + rest] if lasts else []
-            if essential < len(order):
-                bounds.append(STATIC_MAX + rest)
-            if not bounds:  # every matching item has been seen
-                self._collect(seen)
-                return SearchMatches(statistics, self._candidates())
-            lower = {item: static + sum(parts.values()) for item, (static, parts) in seen.items()}
-            best = sorted(lower.values(), reverse=True)
-            threshold = best[want - 1] if len(best) >= want else -math.inf
-            if threshold > max(bounds) + 1e-9:
-                contenders = [
-                    item
-                    for item, (static, parts) in seen.items()
-                    if lower[item] + rest + self._caps(read, parts, static, lasts, uppers)
-                    >= threshold - 1e-9
-                ]
-                self._collect(contenders)
-                return SearchMatches(statistics, self._candidates(), complete=False)
-            if essential < len(order) and (not lasts or threshold <= STATIC_MAX + rest + 1e-9):
-                essential += 1  # items holding only the other terms could still compete
-            else:
-                size *= 8
+    def _weights(self, statistics: ScopeStatistics) -> dict[int, float]:
+        """Every query term's IDF, in the query's order (the order the core sums in)."""
+        return {
+            t: idf(statistics.documents, statistics.document_frequency[t])
+            for t in dict.fromkeys(self.request.terms)
+        }
 
     def _from_postings(
         self, statistics: ScopeStatistics, postings: Sequence[Posting]
@@ -151,18 +132,18 @@ class ScopedSearch:
         frequencies: dict[int, dict[int, int]] = {}
         lengths: dict[int, int] = {}
         statics: dict[int, tuple[float, int]] = {}
-        for term, item, tf, length, confidence, updated_at, expires_at, kind in postings:
+        for term, item, impact, confidence, updated_at, expires_at, kind in postings:
             if expires_at <= self.now or (kinds is not None and kind not in kinds):
                 continue
-            frequencies.setdefault(item, {})[term] = tf
-            lengths[item] = length
+            frequencies.setdefault(item, {})[term] = tf_of(impact)
+            lengths[item] = length_of(impact)
             statics[item] = (confidence, updated_at)
         want = self.request.want
         contenders: Iterable[int] = frequencies
         pruned = False
         if self.request.subject_id is None and want is not None and len(frequencies) > want:
             scores = self._scores(statistics, frequencies, lengths, statics)
-            threshold = sorted(scores.values(), reverse=True)[want - 1] - _MARGIN
+            threshold = sorted(scores.values(), reverse=True)[want - 1] - MARGIN
             contenders = [item for item, score in scores.items() if score >= threshold]
             pruned = len(contenders) < len(frequencies)
         self._collect(contenders, (frequencies, lengths))
@@ -177,10 +158,7 @@ class ScopedSearch:
     ) -> dict[int, float]:
         """Each item's score by the core's formula (:func:`~governed_memory.core.retrieval.rank`)
         on integer microseconds; equal to it up to rounding, which ``_MARGIN`` covers."""
-        weights = {
-            t: idf(statistics.documents, statistics.document_frequency[t])
-            for t in dict.fromkeys(self.request.terms)
-        }
+        weights = self._weights(statistics)
         average = statistics.average_length
         scores = {}
         for item, tfs in frequencies.items():
@@ -190,67 +168,6 @@ class ScopedSearch:
                 static_parts(confidence, age_days)
             )
         return scores
-
-    @staticmethod
-    def _caps(
-        read: list[int],
-        parts: dict[int, float],
-        static: float,
-        lasts: dict[int, float],
-        uppers: dict[int, float],
-    ) -> float:
-        """What the read terms an item was not seen with could still add to its score."""
-        cap = 0.0
-        for term in read:
-            if term not in parts and term in lasts:  # absent from a finished list: not held
-                cap += min(uppers[term], max(0.0, lasts[term] - static))
-        return cap
-
-    def _read_lists(
-        self,
-        statistics: ScopeStatistics,
-        terms: list[int],
-        weights: dict[int, float],
-        size: int,
-    ) -> tuple[dict[int, float], dict[int, tuple[float, dict[int, float]]]]:
-        """The top ``size`` eligible postings of each term, gathered per item.
-
-        Returns the last value of every unfinished list, and for each seen item its
-        static part and the term parts seen.
-        """
-        lasts: dict[int, float] = {}
-        seen: dict[int, tuple[float, dict[int, float]]] = {}
-        static_params = (CONFIDENCE_WEIGHT, RECENCY_WEIGHT, self.now, RECENCY_HALF_LIFE_MICROS)
-        kinds = sorted(kind.value for kind in self.request.kinds) if self.request.kinds else []
-        statement = sql.TOP_POSTINGS
-        if kinds:
-            statement += f" AND kind IN ({sql.marks(len(kinds))})"
-        statement += " ORDER BY value DESC LIMIT ?"
-        for term in terms:
-            params = (
-                *static_params,
-                weights[term],
-                K1 + 1.0,
-                K1,
-                1.0 - B,
-                B,
-                statistics.average_length,
-                *static_params,
-                self.scope,
-                term,
-                self.now,
-                *kinds,
-                size,
-            )
-            rows = self.db.query(statement, params)
-            for item, static, value in rows:
-                entry = seen.get(item)
-                if entry is None:
-                    entry = seen[item] = (static, {})
-                entry[1][term] = value - static
-            if len(rows) == size:
-                lasts[term] = rows[-1][2]
-        return lasts, seen
 
     def _subject_items(self) -> list[int]:
         request = self.request
@@ -316,17 +233,21 @@ class ScopedSearch:
     def _frequencies(
         self, items: Sequence[int]
     ) -> tuple[dict[int, dict[int, int]], dict[int, int]]:
-        """The query terms' frequencies in each of ``items``, and the items' lengths."""
+        """The query terms' frequencies in each of ``items``, and the items' lengths, from
+        their documents."""
         frequencies: dict[int, dict[int, int]] = {}
         lengths: dict[int, int] = {}
         if not items:
             return frequencies, lengths
-        terms = list(dict.fromkeys(self.request.terms))
-        for item, term, tf, length in self.db.query(
-            sql.term_frequencies(len(terms), len(items)), (self.scope, *terms, *items)
+        terms = set(self.request.terms)
+        for item, length, *_, packed_terms, packed_tfs in self.db.query(
+            sql.documents(len(items)), items
         ):
-            frequencies.setdefault(item, {})[term] = tf
-            lengths[item] = length
+            held = unpack(packed_terms, packed_tfs)
+            matched = {t: tf for t, tf in held.items() if t in terms}
+            if matched:  # an item holding no query term is no match
+                frequencies[item] = matched
+                lengths[item] = length
         return frequencies, lengths
 
     def _candidates(self) -> list[Candidate]:

@@ -1,0 +1,224 @@
+"""The exact top ``want`` of a large scope, read from impact-ordered postings.
+
+Each query term's postings are listed best first by their primary key
+(:mod:`governed_memory.store.impact`), so the best of a long list is read without
+scoring or sorting the rest. Three steps:
+
+1. The first page of every list is read and its items scored exactly from their
+   documents (one row each: length, confidence, last change, expiry, kind and every term's
+   frequency): the ``want``-th best of those scores, ``θ``, is a lower bound of the final
+   cut.
+2. Each list is given a level ``f``, the same for all, such that the lists' bounds
+   ``cap × f`` plus the static maximum stay under ``θ``: an item met in no list cannot
+   compete. One statement reads every list down to the cutoff of that level
+   (:func:`~governed_memory.store.impact.cutoff`; a short list is read whole), sums each
+   item's exact term parts in SQL, and returns the items whose upper bound (their known
+   parts, the bounds of the lists they were not met in, the static maximum) reaches
+   ``θ``, best bound first.
+3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
+   under the ``want``-th best score found: nothing after it can rank in the first ``want``.
+
+The threshold algorithm of Fagin et al. with MaxScore's per-list bounds, done by the
+database. The scores are the core's formula (:func:`governed_memory.core.retrieval.lexical_part`
+and :func:`~governed_memory.core.retrieval.static_parts`) on integer microseconds; the core
+ranks the survivors again, so a rounding margin keeps every possible contender.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from governed_memory.core.retrieval import (
+    K1,
+    MICROS_PER_DAY,
+    STATIC_MAX,
+    B,
+    lexical_part,
+    static_parts,
+)
+from governed_memory.store.impact import cutoff, length_of, saturation, tf_of
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.index_rows import frequencies_in, needles
+
+#: Scores computed here and by the core may differ in the last bits; contenders are
+#: taken within this margin of the cut so rounding never drops one.
+MARGIN = 1e-6
+#: The first page of a list, whose best items (by their known parts) give the first cut:
+#: this many per result wanted.
+FIRST_PAGE = 256
+_FIRST_SCORED = 5
+#: A list of at most this many postings is read whole.
+WHOLE_LIST = 8_192
+#: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
+SHORT_HEAD = 12_000
+#: Items met in the heads, returned best bound first, at most this many at once.
+_MET_PAGE = 1_000
+#: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
+_UNREAD = 1 << 62
+HEAD = 2 << 16
+#: Documents read in one statement.
+CHUNK = 500
+
+#: A document as read: item, length, confidence, updated_at, expires_at, kind, terms, tfs.
+Document = tuple[int, int, float, int, int, str, bytes, bytes]
+
+
+@dataclass
+class Scored:
+    """The items scored exactly so far (``None``: filtered out), with the best ``want``."""
+
+    want: int
+    scores: dict[int, float | None] = field(default_factory=dict)
+    facts: dict[int, tuple[dict[int, int], int]] = field(default_factory=dict)
+    best: list[float] = field(default_factory=list)  # a min-heap of at most ``want``
+
+    @property
+    def kth(self) -> float:
+        return self.best[0] if len(self.best) >= self.want else -math.inf
+
+    def add(self, item: int, score: float | None, facts: tuple[dict[int, int], int]) -> None:
+        self.scores[item] = score
+        if score is None:
+            return
+        self.facts[item] = facts
+        if len(self.best) < self.want:
+            heapq.heappush(self.best, score)
+        elif score > self.best[0]:
+            heapq.heapreplace(self.best, score)
+
+    def contenders(self) -> list[int]:
+        """The scored items that can be among the first ``want`` (within the margin)."""
+        cut = self.kth - MARGIN
+        return [item for item, score in self.scores.items() if score is not None and score >= cut]
+
+
+class ThresholdSearch:
+    """The top ``want`` of one scope for one query."""
+
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        scope: int,
+        weights: Mapping[int, float],
+        average: float,
+        now: int,
+        kinds: frozenset[str] | None,
+        heads: Callable[[int], int],
+    ) -> None:
+        self._db = database
+        self._heads = heads
+        self._scope = scope
+        self._weights = weights  # every query term's IDF, in query order (as the core sums)
+        self._average = average
+        self._now = now
+        self._kinds = kinds
+        self._needles = needles(weights)
+
+    def run(self, frequencies: Mapping[int, int], want: int) -> Scored:
+        """The exact scores of every item that can rank in the first ``want`` (and of
+        some that cannot); ``frequencies``: the matching terms' document frequencies."""
+        scored = Scored(want)
+        self._first_cut(frequencies, scored)
+        limit = _MET_PAGE
+        while True:
+            # Planned again on each pass with the cut found so far (any exact ``want``-th
+            # best score is a lower bound of the final one): a better cut, less to read.
+            lists = self._plan(frequencies, scored.kth)
+            unseen = sum(bound for *_, bound in lists) + STATIC_MAX
+            params: list[Any] = [value for entry in lists for value in entry]
+            params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
+            params += [scored.kth - MARGIN if scored.kth > -math.inf else -1e300, limit]
+            met = self._db.query(sql.heads(len(lists)), params)
+            for start in range(0, len(met), CHUNK):
+                kth = scored.kth - MARGIN
+                rows = met[start : start + CHUNK]
+                if rows[0][1] < kth:
+                    return scored  # best bound first: nothing further can compete
+                fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
+                self._score(fresh, scored)
+            if len(met) < limit or met[-1][1] < scored.kth - MARGIN:
+                return scored
+            limit *= 32  # every item returned could compete: ask again, with the new cut
+
+    def _first_cut(self, frequencies: Mapping[int, int], scored: Scored) -> None:
+        """Score the items that lead the lists' first pages: the first cut ``θ``."""
+        known: dict[int, float] = {}
+        for term in frequencies:
+            weight = self._weights[term]
+            for impact, item in self._db.query(sql.FIRST_POSTINGS, (self._scope, term, FIRST_PAGE)):
+                part = (
+                    weight
+                    * (K1 + 1.0)
+                    * saturation(tf_of(impact), length_of(impact), self._average)
+                )
+                known[item] = known.get(item, 0.0) + part
+        self._score(
+            heapq.nlargest(_FIRST_SCORED * scored.want, known, key=known.__getitem__), scored
+        )
+
+    def _plan(
+        self, frequencies: Mapping[int, int], theta: float
+    ) -> list[tuple[int, float, int, float]]:
+        """Each list's (term, weight, cutoff, bound of what is left unread), so that the
+        bounds plus the static maximum stay under ``θ``.
+
+        Short lists are read whole. A long list is left unread (its bound: its cap) or
+        read through its head (the postings with tf ≥ 2; its bound: one occurrence in the
+        shortest item): starting from every long list unread, the head that lowers the sum
+        of the bounds most per posting read is added until the sum is under ``θ``. If
+        every head is not enough, every long list is read down to one common level
+        (:func:`~governed_memory.store.impact.cutoff`).
+        """
+        budget = theta - STATIC_MAX - MARGIN
+        long = [t for t, n in frequencies.items() if n > WHOLE_LIST]
+        state = dict.fromkeys(frequencies, (0, 0.0)) | {t: (_UNREAD, self._cap(t)) for t in long}
+        tail = saturation(1, 1, self._average)
+        heads = {t: self._heads(t) for t in long}
+        # A short head is read anyway: an unread list's cap would let every item met
+        # elsewhere compete, and each would be scored from its document.
+        unread = {t for t in long if heads[t] > SHORT_HEAD}
+        state |= {t: (HEAD, self._cap(t) * tail) for t in long if t not in unread}
+        while sum(bound for _, bound in state.values()) >= budget and unread:
+            gains = {t: (1.0 - tail) * self._cap(t) / (heads[t] + 1) for t in unread}
+            term = max(gains, key=lambda t: (gains[t], t))
+            state[term] = (HEAD, self._cap(term) * tail)
+            unread.discard(term)
+        if long and sum(bound for _, bound in state.values()) >= budget:
+            level = min(1.0, budget / sum(self._cap(t) for t in long))
+            at = cutoff(level, self._average)
+            state |= {t: (at, self._cap(t) * level if at else 0.0) for t in long}
+        return [(t, self._weights[t], at, bound) for t, (at, bound) in state.items()]
+
+    def _cap(self, term: int) -> float:
+        return self._weights[term] * (K1 + 1.0)
+
+    def _score(self, items: list[int], scored: Scored) -> None:
+        """Score ``items`` exactly from their documents (read in rowid order: a B-tree walk
+        rather than random descents)."""
+        items.sort()
+        for start in range(0, len(items), CHUNK):
+            chunk = items[start : start + CHUNK]
+            for row in self._db.query(sql.documents(len(chunk)), chunk):
+                item, facts, score = self.exact(row)
+                scored.add(item, score, facts)
+
+    def exact(self, row: Sequence[Any]) -> tuple[int, tuple[dict[int, int], int], float | None]:
+        """A document's item, its query terms' frequencies and length, and its score by the
+        core's formula (``None`` if expired or of a kind not asked for)."""
+        item, length, confidence, updated_at, expires_at, kind, terms, tfs = row
+        frequencies = frequencies_in(terms, tfs, self._needles)
+        if expires_at <= self._now or (self._kinds is not None and kind not in self._kinds):
+            return item, (frequencies, length), None
+        age_days = max(0, self._now - updated_at) / MICROS_PER_DAY
+        score = lexical_part(self._weights, frequencies, length, self._average) + sum(
+            static_parts(confidence, age_days)
+        )
+        return item, (frequencies, length), score
+
+
+__all__ = ["MARGIN", "Scored", "ThresholdSearch"]
