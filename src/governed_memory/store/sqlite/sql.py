@@ -32,6 +32,15 @@ EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
 # -- reads ----------------------------------------------------------------------------------
 
 ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+# A write's two reads in one statement: the subject's key and the item's row (each NULL
+# when absent), joined to a one-row table so that the row always exists.
+WRITE_STATE = (
+    "SELECT k.key_id, k.wrapped, "
+    + ", ".join(f"m.{c}" for c in ITEM_COLUMNS)
+    + " FROM (SELECT 1) AS one "
+    "LEFT JOIN subject_keys AS k ON k.tenant_id = ? AND k.subject_id = ? "
+    "LEFT JOIN memories AS m ON m.tenant_id = ? AND m.id = ?"
+)
 GET_ITEM = ITEM_SELECT + " WHERE tenant_id = ? AND id = ?"
 SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? AND subject_id = ? ORDER BY id"
 TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? ORDER BY id"
