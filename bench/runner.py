@@ -240,7 +240,10 @@ def _files(run: Run, data_dir: Path) -> None:
 
     with run.step("file_sqlite"):
         path = data_dir / DATABASE_FILE
-        run.set("file_sqlite", peer.file_mib(path), tables_mib=peer.space(path))
+        tables = peer.space(path)
+        shares = ", ".join(f"{name} {mib:,.1f}" for name, mib in list(tables.items())[:12])
+        note = f"MiB by table and index (dbstat): {shares}" if tables else ""
+        run.set("file_sqlite", peer.file_mib(path), note=note, tables_mib=tables)
     theirs = run.scratch / "peer-scoped.db"
     if theirs.exists():
         with run.step("peer_file_sqlite"):
