@@ -112,6 +112,11 @@ INSERT_API_KEY = (
     f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) VALUES ({marks(len(API_KEY_COLUMNS))})"
 )
 GET_META = "SELECT value FROM store_meta WHERE name = ?"
+# A batch's two checks read at once (the index it was made for, its subject's key).
+INDEX_AND_KEY = (
+    "SELECT (SELECT value FROM store_meta WHERE name = ?), "
+    "(SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?)"
+)
 CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 REPLACE_META = (
     "INSERT INTO store_meta (name, value) VALUES (?, ?) "
