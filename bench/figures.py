@@ -124,6 +124,7 @@ def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
             bar="< 300 MiB with 1M items",
         ),
         Figure("rss_naive", "Peak RSS of the naive baseline holding the same items", "MiB"),
+        *_peer_figures(sizes),
         *_http_figures(),
     ]
     return {figure.id: figure for figure in figures}
@@ -163,6 +164,64 @@ def _http_figures() -> list[Figure]:
             ),
         ]
     return figures
+
+
+def _peer_figures(sizes: Iterable[int]) -> list[Figure]:
+    """LangGraph's stores measured in the same run (bench/peer.py), and our file size."""
+    peer = "LangGraph SqliteStore"
+    return [
+        Figure("peer_writes_sqlite", f"{peer} sequential puts (its defaults)", "writes/s"),
+        Figure("peer_writes_postgres", "LangGraph PostgresStore sequential puts", "writes/s"),
+        *(
+            Figure(
+                f"peer_search_n{n}",
+                f"{peer} search (fetch the scope, BM25 in Python), N = {size_label(n)}",
+                "ms",
+            )
+            for n in sorted(sizes)
+        ),
+        Figure("file_sqlite", "SQLite file of the largest scoped store", "MiB"),
+        Figure("peer_file_sqlite", f"{peer} file holding the same items", "MiB"),
+        Figure("peer_rss", f"Peak RSS of a fresh process serving {peer}'s largest store", "MiB"),
+    ]
+
+
+# (what, ours, LangGraph's, the detail compared or "" for the value): governed-memory ÷ LangGraph
+PEER_PAIRS: tuple[tuple[str, str, str, str], ...] = (
+    ("durable sequential writes/s, SQLite", "writes_sequential_sqlite", "peer_writes_sqlite", ""),
+    (
+        "durable sequential writes/s, PostgreSQL",
+        "writes_sequential_postgres",
+        "peer_writes_postgres",
+        "",
+    ),
+    ("SQLite file at the largest store, MiB", "file_sqlite", "peer_file_sqlite", ""),
+    ("peak RSS serving the largest store, MiB", "rss_service", "peer_rss", ""),
+)
+
+
+def peer_comparisons(figures: dict[str, Figure]) -> list[dict[str, Any]]:
+    """Each figure beside LangGraph's of the same run: ours, theirs, ours ÷ theirs."""
+    pairs = list(PEER_PAIRS)
+    for key in figures:
+        if key.startswith("peer_search_n"):
+            n = int(key.removeprefix("peer_search_n"))
+            what = f"search p50 at {size_label(n)} items, ms"
+            pairs.append((what, f"search_scoped_n{n}", key, "p50_ms"))
+    rows = []
+    for what, ours_key, peer_key, detail in pairs:
+        ours, peer = _value(figures, ours_key), _value(figures, peer_key)
+        if ours is None or peer is None:
+            continue
+        if detail:
+            ours, peer = figures[ours_key].detail.get(detail), figures[peer_key].detail.get(detail)
+            if not isinstance(ours, int | float) or not isinstance(peer, int | float):
+                continue
+        if peer:
+            label = f"LangGraph ({detail or 'value'}, ours ÷ theirs)"
+            figures[ours_key].ratios[label] = ours / peer
+            rows.append({"figure": what, "ours": ours, "langgraph": peer, "ratio": ours / peer})
+    return rows
 
 
 def _value(figures: dict[str, Figure], key: str) -> float | None:

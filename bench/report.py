@@ -61,6 +61,26 @@ def _met_cell(figure: Figure) -> str:
     return "met" if figure.met else "**not met**"
 
 
+def _peer_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Our figures beside LangGraph's stores measured in the same run (bench/peer.py)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Beside LangGraph's `SqliteStore`/`PostgresStore` in the same run (their search: fetch "
+        "the scope, BM25 in Python; see `bench/peer.py`):",
+        "",
+        "| figure | governed-memory | LangGraph | governed-memory ÷ LangGraph |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['figure']} | {_number(row['ours'])} | {_number(row['langgraph'])} | "
+            f"{row['ratio']:.2f}× |"
+        )
+    return lines
+
+
 def markdown(result: dict[str, Any], figures: dict[str, Figure]) -> str:
     machine = result["machine"]
     lines = [
@@ -84,6 +104,7 @@ def markdown(result: dict[str, Any], figures: dict[str, Figure]) -> str:
             f"| {figure.title} | {_value_cell(figure)} | {figure.bar or '—'} | "
             f"{_ratios_cell(figure)} | {_met_cell(figure)} |"
         )
+    lines += _peer_table(result.get("langgraph", []))
     lines += ["", "How the stores were loaded (through `MemoryService.write`):", ""]
     for name, load in result["loads"].items():
         reused = (

@@ -3,7 +3,8 @@
 ``python -m bench.rss service DATA_DIR STORED QUERIES`` opens the store as the service
 would (``synchronous=FULL``), serves ``QUERIES`` workload searches and prints the peak
 RSS as JSON. ``python -m bench.rss naive STORED QUERIES`` does the same for the naive
-baseline holding ``STORED`` items in its dict.
+baseline holding ``STORED`` items in its dict; ``python -m bench.rss langgraph PATH STORED
+QUERIES`` for LangGraph's ``SqliteStore`` at ``PATH`` (bench/peer.py).
 """
 
 from __future__ import annotations
@@ -62,6 +63,26 @@ def _naive(stored: int, queries: int) -> dict[str, Any]:
     }
 
 
+def _langgraph(path: str, stored: int, queries: int) -> dict[str, Any]:
+    from bench import peer
+    from bench.workload import Workload
+
+    workload = Workload()
+    batch = workload.queries(queries, stored)
+    baseline = current_rss_mib()
+    with peer.sqlite_store(Path(path)) as store:
+        opened = current_rss_mib()
+        summary = peer.searches(store, batch, batch[:10])
+    return {
+        "interpreter_mib": baseline,
+        "after_open_mib": opened,
+        "after_searches_mib": current_rss_mib(),
+        "peak_mib": peak_rss_mib(),
+        "searches": len(batch),
+        "p95_ms": summary["p95_ms"],
+    }
+
+
 def measure(arguments: list[str], timeout: float = 3600) -> dict[str, Any]:
     """Run this module in a fresh interpreter and return what it printed."""
     done = subprocess.run(
@@ -78,6 +99,8 @@ def measure(arguments: list[str], timeout: float = 3600) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     if argv[0] == "service":
         result = _service(argv[1], int(argv[2]), int(argv[3]))
+    elif argv[0] == "langgraph":
+        result = _langgraph(argv[1], int(argv[2]), int(argv[3]))
     else:
         result = _naive(int(argv[1]), int(argv[2]))
     print(json.dumps(result))

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpserver, inprocess, loading, postgres, raw, rebuild, rss
+from bench import httpserver, inprocess, loading, peer, postgres, raw, rebuild, rss
 from bench.figures import (
     FAILED,
     MEASURED,
@@ -27,6 +27,7 @@ from bench.figures import (
     catalogue,
     evaluate,
     http_key,
+    peer_comparisons,
     size_label,
 )
 from bench.machine import describe
@@ -132,6 +133,12 @@ def _writes(run: Run) -> None:
             )
         finally:
             service.store.close()
+    with run.step("peer_writes_sqlite"):
+        if (reason := peer.missing()) is not None:
+            run.unavailable(("peer_writes_sqlite",), reason)
+        else:
+            with peer.sqlite_store(run.scratch / "peer-writes.db") as store:
+                run.set("peer_writes_sqlite", peer.sequential_puts(store, sequential))
     with run.step("raw_sqlite_full"):
         # The disk's fsync latency drifts with the neighbours' load: the raw FULL rate is
         # measured before and after the service's writes, and their mean is the baseline.
@@ -166,6 +173,12 @@ def _postgres(run: Run) -> None:
         rates = postgres.service_writes(run.dsn, sequential, concurrent, preset.writers)
         run.set("writes_sequential_postgres", rates["sequential_per_s"], **rates)
         run.set("writes_concurrent16_postgres", rates["concurrent_per_s"], threads=preset.writers)
+    with run.step("peer_writes_postgres"):
+        if (reason := peer.missing()) is not None:
+            run.unavailable(("peer_writes_postgres",), reason)
+        else:
+            with peer.postgres_store(run.dsn) as store:
+                run.set("peer_writes_postgres", peer.sequential_puts(store, sequential))
 
 
 def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:
@@ -196,9 +209,46 @@ def _scoped(run: Run) -> None:
             naive.write(item.tenant_id, item.body(), log=False)
         run.say(f"scoped search at {label}")
         _search_at(run, data_dir, naive, n)
+        _peer_search_at(run, n)
     largest = run.preset.sizes[-1]
+    _files(run, data_dir)
     _rebuild(run, data_dir, naive)
     _rss(run, data_dir, largest)
+
+
+def _peer_search_at(run: Run, n: int) -> None:
+    """LangGraph's SqliteStore grown to ``n`` items, searched with the same queries."""
+    key = f"peer_search_n{n}"
+    if (reason := peer.missing()) is not None:
+        run.unavailable((key, "peer_file_sqlite", "peer_rss"), reason)
+        return
+    run.say(f"LangGraph SqliteStore: loading to {size_label(n)}, then its searches")
+    with run.step(key), peer.sqlite_store(run.scratch / "peer-scoped.db") as store:
+        loaded = run.loads.setdefault(
+            "LangGraph SqliteStore (`batch` of 1,000 puts)",
+            {"items": 0, "seconds": 0.0, "processes": 1, "synchronous": "FULL"},
+        )
+        loaded["seconds"] += peer.load(store, run.workload, loaded["items"], n)
+        loaded |= {"items": n, "items_per_s": n / loaded["seconds"], "reused_from_cache": 0}
+        queries, warmup = inprocess.search_queries(run.workload, n, run.preset.queries)
+        summary = peer.searches(store, queries, warmup)
+        run.set(key, summary["p95_ms"], stored=n, **summary)
+
+
+def _files(run: Run, data_dir: Path) -> None:
+    """The size of our SQLite file (per table and index) and of LangGraph's, same items."""
+    from governed_memory.store.sqlite.store import DATABASE_FILE
+
+    with run.step("file_sqlite"):
+        path = data_dir / DATABASE_FILE
+        tables = peer.space(path)
+        shares = ", ".join(f"{name} {mib:,.1f}" for name, mib in list(tables.items())[:12])
+        note = f"MiB by table and index (dbstat): {shares}" if tables else ""
+        run.set("file_sqlite", peer.file_mib(path), note=note, tables_mib=tables)
+    theirs = run.scratch / "peer-scoped.db"
+    if theirs.exists():
+        with run.step("peer_file_sqlite"):
+            run.set("peer_file_sqlite", peer.file_mib(theirs), tables_mib=peer.space(theirs))
 
 
 def _rebuild(run: Run, data_dir: Path, naive: NaiveMemory) -> None:
@@ -236,6 +286,11 @@ def _rss(run: Run, data_dir: Path, stored: int) -> None:
     with run.step("rss_naive"):
         result = rss.measure(["naive", str(stored), str(run.preset.naive_queries)])
         run.set("rss_naive", result["peak_mib"], stored=stored, **result)
+    theirs = run.scratch / "peer-scoped.db"
+    if theirs.exists():
+        with run.step("peer_rss"):
+            result = rss.measure(["langgraph", str(theirs), str(stored), str(searches)])
+            run.set("peer_rss", result["peak_mib"], stored=stored, **result)
 
 
 def _single_scope(run: Run) -> None:
@@ -306,6 +361,7 @@ def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[st
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     evaluate(run.figures)
+    comparisons = peer_comparisons(run.figures)
     result = {
         "preset": preset.name,
         "date": date,
@@ -317,6 +373,7 @@ def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[st
         "preset_parameters": {k: getattr(preset, k) for k in preset.__slots__},
         "loads": run.loads,
         "figures": {key: figure.to_dict() for key, figure in run.figures.items()},
+        "langgraph": comparisons,
     }
     run.say("done")
     return result, run.figures

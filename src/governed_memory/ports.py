@@ -92,6 +92,13 @@ class Items(Protocol):
 
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None: ...
 
+    def write_state(
+        self, tenant_id: str, subject_id: str, memory_id: str
+    ) -> tuple[SubjectKey | None, ItemState | None]:
+        """What a write decides on, read together (one round trip on a server): the
+        subject's key (``subject_key``) and the item's current row (``get``)."""
+        ...
+
     def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemState]: ...
 
     def subject_items(self, tenant_id: str, subject_id: str) -> list[ItemState]: ...

@@ -24,6 +24,7 @@ TOP_LEVEL = {
     "preset_parameters",
     "loads",
     "figures",
+    "langgraph",
 }
 FIGURE_FIELDS = {"id", "title", "unit", "value", "status", "bar", "met", "ratios", "detail", "note"}
 # Figures the smoke preset measures on every machine (no server or optional backend needed).
@@ -86,3 +87,17 @@ def test_the_smoke_run_measures_the_in_process_figures(smoke: dict[str, Any]) ->
         assert figures[key]["status"] == MEASURED, (key, figures[key]["note"])
         assert isinstance(figures[key]["value"], int | float)
     assert not [key for key, f in figures.items() if f["status"] == FAILED]
+
+
+def test_the_smoke_run_puts_langgraphs_stores_beside_ours(smoke: dict[str, Any]) -> None:
+    """LangGraph's stores are measured in the same run and each pair reported as a ratio."""
+    figures = smoke["figures"]
+    peer = ["peer_writes_sqlite", "peer_file_sqlite", "peer_rss", "file_sqlite"]
+    peer += [f"peer_search_n{n}" for n in PRESETS["smoke"].sizes]
+    for key in peer:
+        assert figures[key]["status"] == MEASURED, (key, figures[key]["note"])
+    rows = {row["figure"]: row for row in smoke["langgraph"]}
+    assert "SQLite file at the largest store, MiB" in rows
+    for row in rows.values():
+        assert row["ratio"] == pytest.approx(row["ours"] / row["langgraph"])
+    assert "memories" in figures["file_sqlite"]["detail"]["tables_mib"]

@@ -345,3 +345,18 @@ def test_a_replaced_fact_reads_as_its_new_value(store: Store) -> None:
     store.claim_meta("analyzer", "english/1")
     store.replace_meta("analyzer", "german/1")
     assert store.meta("analyzer") == "german/1"
+
+
+def test_a_writes_state_is_the_subjects_key_and_the_items_row_read_together(
+    store: Store,
+) -> None:
+    assert store.write_state(TENANT, "customer-1", "m1") == (None, None)
+    key = store.add_subject_key(SubjectKey(TENANT, "customer-1", b"k" * 16, b"w" * 40))
+    assert store.write_state(TENANT, "customer-1", "m1") == (key, None)
+    store.commit(write(written("m1")))
+    subject_key, current = store.write_state(TENANT, "customer-1", "m1")
+    assert subject_key == key
+    assert current == store.get(TENANT, "m1")
+    assert current is not None and current.version == 1
+    assert store.write_state(TENANT, "customer-2", "m1") == (None, current)
+    assert store.write_state("other", "customer-1", "m1") == (None, None)

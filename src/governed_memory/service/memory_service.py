@@ -162,8 +162,7 @@ class MemoryService:
         target_id: str,
     ) -> WriteResult:
         tenant, subject = principal.tenant_id, command.subject_id
-        subject_key = self._vault.subject_key(tenant, subject)
-        current = self.store.get(tenant, target_id)
+        subject_key, current = self.store.write_state(tenant, subject, target_id)
         supersedes = command.supersedes_id or (current.supersedes_id if current else None)
         target = self.store.get(tenant, supersedes) if supersedes else None
         ctx = self._context(principal, keyed)

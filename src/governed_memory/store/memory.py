@@ -29,6 +29,7 @@ from governed_memory.records import (
     IdempotencyRecord,
     ItemChange,
     RetentionCursor,
+    SubjectKey,
 )
 from governed_memory.store.chain_links import MemoryChain
 from governed_memory.store.memory_search import MemorySearch
@@ -110,6 +111,11 @@ class MemoryStore(MemorySearch):
                     del self._item_keys[found]
 
     # -- reads ----------------------------------------------------------------------------
+
+    def write_state(
+        self, tenant_id: str, subject_id: str, memory_id: str
+    ) -> tuple[SubjectKey | None, ItemState | None]:
+        return self.subject_key(tenant_id, subject_id), self.get(tenant_id, memory_id)
 
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None:
         with self._lock:

@@ -49,6 +49,7 @@ class Dialect(Protocol):
     EVERY_ROW: int | None  # the LIMIT parameter that reads every row
     ITEM_SELECT: str
     GET_ITEM: str
+    WRITE_STATE: str
     SUBJECT_ITEMS: str
     GET_SUBJECT_KEY: str
     SUBJECT_KEYS_OF: str
@@ -110,6 +111,20 @@ class SQLReads:
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None:
         rows = self._db.query(self._sql.GET_ITEM, (tenant_id, memory_id))
         return item_from_row(rows[0]) if rows else None
+
+    def write_state(
+        self, tenant_id: str, subject_id: str, memory_id: str
+    ) -> tuple[SubjectKey | None, ItemState | None]:
+        (row,) = self._db.query(
+            self._sql.WRITE_STATE, (tenant_id, subject_id, tenant_id, memory_id)
+        )
+        key_id, wrapped, item = row[0], row[1], row[2:]
+        key = (
+            None
+            if key_id is None
+            else SubjectKey(tenant_id, subject_id, bytes(key_id), bytes(wrapped))
+        )
+        return key, (None if item[0] is None else item_from_row(tuple(item)))
 
     def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, ItemState]:
         if not memory_ids:

@@ -139,42 +139,15 @@ class PostgresBatches:
         self.begin(conn)
         cursors = []
         for batch in batches:
-            tenant = batch.tenant_id
-            if batch.index_signature is not None:
-                signature = batch.index_signature
-                conn.execute(
-                    sql.REQUIRE_INDEX,
-                    {
-                        "name": SEARCH_INDEX,
-                        "signature": signature,
-                        "rebuilding": REBUILDING + signature,
-                    },
-                )
-            if batch.idempotency is not None:
-                record = batch.idempotency
-                conn.execute(
-                    sql.INSERT_IDEMPOTENCY,
-                    {
-                        "tenant": tenant,
-                        "credential": record.credential,
-                        "key": record.key,
-                        "fingerprint": record.fingerprint,
-                        "result": idempotency_result(record),
-                        "logged": bool(batch.events),
-                    },
-                )
-            if batch.require_key is not None:
-                key = batch.require_key
-                conn.execute(
-                    sql.REQUIRE_KEY,
-                    {"tenant": key.tenant_id, "subject": key.subject_id, "key_id": key.key_id},
-                )
             for change in batch.changes:
                 _write_item(conn, change)
-            cursors.append([conn.execute(sql.INSERT_EVENT, event_params(e)) for e in batch.events])
-            _change_item_keys(conn, batch)
+            cursors.append(_send_events(conn, batch))
+            if batch.destroy_item_key is not None:
+                conn.execute(
+                    sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
+                )
             if batch.destroy_key is not None:
-                subject = {"tenant": tenant, "subject": batch.destroy_key}
+                subject = {"tenant": batch.tenant_id, "subject": batch.destroy_key}
                 conn.execute(sql.DESTROY_ITEM_KEYS, subject)
                 conn.execute(sql.DESTROY_KEY, subject)
         conn.execute("COMMIT")
@@ -244,18 +217,66 @@ def _send_subject_key(conn: Connection, key: SubjectKey) -> Cursor:
     return conn.execute(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
 
 
-def _change_item_keys(conn: Connection, batch: Batch) -> None:
-    """Store the key of the item the batch creates; delete the key it destroys."""
-    key = batch.new_item_key
-    if key is not None:
-        conn.execute(
-            sql.INSERT_ITEM_KEY,
-            (key.tenant_id, key.memory_id, key.subject_id, key.key_id, key.wrapped),
-        )
-    if batch.destroy_item_key is not None:
-        conn.execute(
-            sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
-        )
+def _send_events(conn: Connection, batch: Batch) -> list[Cursor]:
+    """The batch's events, the first carrying its checks and small rows in one statement
+    (:func:`.sql.guarded_event`): the index's signature, the idempotency record, the
+    subject key's check, the new item's key. The cursors, to read positions from."""
+    params = _guard_params(batch)
+    statement = sql.guarded_event(
+        index=batch.index_signature is not None,
+        idempotency=batch.idempotency is not None,
+        key=batch.require_key is not None,
+        item_key=batch.new_item_key is not None,
+        event=bool(batch.events),
+    )
+    if not batch.events:
+        if params:
+            conn.execute(statement, params)
+        return []
+    first, *rest = batch.events
+    return [
+        conn.execute(statement, event_params(first) | params),
+        *(conn.execute(sql.INSERT_EVENT, event_params(e)) for e in rest),
+    ]
+
+
+def _guard_params(batch: Batch) -> dict[str, Any]:
+    """The named parameters of :func:`.sql.guarded_event` for ``batch``."""
+    params: dict[str, Any] = {}
+    if batch.index_signature is not None:
+        signature = batch.index_signature
+        params |= {
+            "name": SEARCH_INDEX,
+            "signature": signature,
+            "rebuilding": REBUILDING + signature,
+        }
+    if batch.idempotency is not None:
+        record = batch.idempotency
+        params |= {
+            "tenant": batch.tenant_id,
+            "credential": record.credential,
+            "key": record.key,
+            "fingerprint": record.fingerprint,
+            "result": idempotency_result(record),
+            "logged": bool(batch.events),
+        }
+    if batch.require_key is not None:
+        required = batch.require_key
+        params |= {
+            "k_tenant": required.tenant_id,
+            "k_subject": required.subject_id,
+            "k_key_id": required.key_id,
+        }
+    if batch.new_item_key is not None:
+        key = batch.new_item_key
+        params |= {
+            "ik_tenant": key.tenant_id,
+            "ik_memory": key.memory_id,
+            "ik_subject": key.subject_id,
+            "ik_key_id": key.key_id,
+            "ik_wrapped": key.wrapped,
+        }
+    return params
 
 
 def _write_item(conn: Connection, change: ItemChange) -> None:

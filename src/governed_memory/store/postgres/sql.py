@@ -8,6 +8,7 @@ plans them once per connection rather than once per write. The reads here satisf
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,15 @@ EVENT_VALUES = ", ".join(f"%({name})s" for name in EVENT_COLUMNS)
 
 # -- reads ----------------------------------------------------------------------------------
 
+# A write's two reads in one statement: the subject's key and the item's row (each NULL
+# when absent), joined to a one-row table so that the row always exists.
+WRITE_STATE = (
+    "SELECT k.key_id, k.wrapped, "
+    + ", ".join(f"m.{c}" for c in ITEM_COLUMNS)
+    + " FROM (SELECT 1) AS one "
+    "LEFT JOIN subject_keys AS k ON k.tenant_id = %s AND k.subject_id = %s "
+    "LEFT JOIN memories AS m ON m.tenant_id = %s AND m.id = %s"
+)
 GET_ITEM = ITEM_SELECT + " WHERE tenant_id = %s AND id = %s"
 SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s AND subject_id = %s ORDER BY id"
 TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = %s ORDER BY id"
@@ -262,13 +272,43 @@ INSERT_IDEMPOTENCY = (
     "VALUES (%(tenant)s, %(credential)s, %(key)s, %(fingerprint)s, %(result)s, "
     f"CASE WHEN %(logged)s::boolean THEN {_NEXT_POSITION} END)"
 )
-REQUIRE_KEY = f"SELECT gm_require(({GET_KEY_ID}) = %(key_id)s, 'subject_key')"
+_KEY_OK = (
+    "gm_require((SELECT key_id FROM subject_keys WHERE tenant_id = %(k_tenant)s "
+    "AND subject_id = %(k_subject)s) = %(k_key_id)s, 'subject_key')"
+)
 # Postings made for another index than the one recorded (if any) are refused: the rule of
 # records.serves_index, in SQL.
-REQUIRE_INDEX = (
-    "SELECT gm_require(coalesce((SELECT value FROM store_meta WHERE name = %(name)s), "
+_INDEX_OK = (
+    "gm_require(coalesce((SELECT value FROM store_meta WHERE name = %(name)s), "
     "%(signature)s) IN (%(signature)s, %(rebuilding)s), 'search_index')"
 )
+_ITEM_KEY_VALUES = "(%(ik_tenant)s, %(ik_memory)s, %(ik_subject)s, %(ik_key_id)s, %(ik_wrapped)s)"
+
+
+@functools.cache
+def guarded_event(*, index: bool, idempotency: bool, key: bool, item_key: bool, event: bool) -> str:
+    """A batch's checks and small rows in the statement of its first event (or alone).
+
+    One statement instead of four (the index's signature, the idempotency record, the
+    subject key's check, the new item's key), each a CTE: psycopg's cost per statement
+    is most of a write's client time. The checks run after the write lock is taken (an
+    earlier statement), so they see every earlier commit; a failed one raises and aborts
+    the transaction, and :meth:`.batch.PostgresBatches._explain` reads what failed, as
+    it did when these were separate statements. The idempotency record's position is the
+    event's: both are the current maximum plus one in the same snapshot.
+    """
+    checks = [c for c, on in ((_INDEX_OK, index), (_KEY_OK, key)) if on] or ["true"]
+    ctes = [f"ok AS (SELECT {' AND '.join(checks)} AS ok)"]
+    if idempotency:
+        ctes.append(f"ip AS ({INSERT_IDEMPOTENCY})")
+    if item_key:
+        ctes.append(f"ik AS (INSERT INTO item_keys {_ITEM_KEY_COLUMNS} VALUES {_ITEM_KEY_VALUES})")
+    head = "WITH " + ", ".join(ctes) + " "
+    if not event:
+        return head + "SELECT ok FROM ok"
+    return head + INSERT_EVENT.replace(") AS h ", ") AS h, ok ")
+
+
 # Delete the key, then refuse if an item of the subject is left undeleted (this statement
 # sees the batch's own deletions, made by earlier statements of the transaction).
 DESTROY_KEY = (
@@ -337,10 +377,8 @@ INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "
     "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, subject_id) DO NOTHING"
 )
-INSERT_ITEM_KEY = (
-    "INSERT INTO item_keys (tenant_id, memory_id, subject_id, key_id, wrapped) "
-    "VALUES (%s, %s, %s, %s, %s)"
-)
+_ITEM_KEY_COLUMNS = "(tenant_id, memory_id, subject_id, key_id, wrapped)"
+INSERT_ITEM_KEY = f"INSERT INTO item_keys {_ITEM_KEY_COLUMNS} VALUES (%s, %s, %s, %s, %s)"
 DESTROY_ITEM_KEY = "DELETE FROM item_keys WHERE tenant_id = %(tenant)s AND memory_id = %(id)s"
 # Forget: the subject's item keys go with the subject key (they are wrapped by it).
 DESTROY_ITEM_KEYS = (

@@ -148,21 +148,28 @@ class SQLiteBatches:
     def _check_keys(conn: sqlite3.Connection, batch: Batch) -> None:
         """Refuse a batch whose idempotency key is taken or whose subject key is gone, or
         whose postings were made for another index than the one recorded."""
-        tenant = batch.tenant_id
-        if batch.index_signature is not None:
+        tenant, required = batch.tenant_id, batch.require_key
+        index: str | None = None  # the recorded index, read with the key when both are due
+        key_id: bytes | None = None
+        if batch.index_signature is not None and required is not None:
+            index, key_id = conn.execute(
+                sql.INDEX_AND_KEY, (SEARCH_INDEX, required.tenant_id, required.subject_id)
+            ).fetchone()
+        elif batch.index_signature is not None:
             row = conn.execute(sql.GET_META, (SEARCH_INDEX,)).fetchone()
-            if not serves_index(None if row is None else row[0], batch.index_signature):
-                raise StoreUnavailable.index_rebuilt()
+            index = None if row is None else row[0]
+        elif required is not None:
+            row = conn.execute(sql.GET_KEY_ID, (required.tenant_id, required.subject_id)).fetchone()
+            key_id = None if row is None else row[0]
+        if batch.index_signature is not None and not serves_index(index, batch.index_signature):
+            raise StoreUnavailable.index_rebuilt()
         if batch.idempotency is not None:
             credential, key = batch.idempotency.credential, batch.idempotency.key
             row = conn.execute(sql.GET_IDEMPOTENCY, (tenant, credential, key)).fetchone()
             if row is not None:
                 raise IdempotencyKeyTaken(idempotency_from_row(tenant, credential, key, row))
-        if batch.require_key is not None:
-            required = batch.require_key
-            row = conn.execute(sql.GET_KEY_ID, (required.tenant_id, required.subject_id)).fetchone()
-            if row is None or bytes(row[0]) != required.key_id:
-                raise SubjectKeyGone(f"a subject key of tenant {tenant!r} was destroyed")
+        if required is not None and (key_id is None or bytes(key_id) != required.key_id):
+            raise SubjectKeyGone(f"a subject key of tenant {tenant!r} was destroyed")
 
     @staticmethod
     def _change_item_keys(conn: sqlite3.Connection, batch: Batch) -> None:

@@ -32,6 +32,15 @@ EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
 # -- reads ----------------------------------------------------------------------------------
 
 ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+# A write's two reads in one statement: the subject's key and the item's row (each NULL
+# when absent), joined to a one-row table so that the row always exists.
+WRITE_STATE = (
+    "SELECT k.key_id, k.wrapped, "
+    + ", ".join(f"m.{c}" for c in ITEM_COLUMNS)
+    + " FROM (SELECT 1) AS one "
+    "LEFT JOIN subject_keys AS k ON k.tenant_id = ? AND k.subject_id = ? "
+    "LEFT JOIN memories AS m ON m.tenant_id = ? AND m.id = ?"
+)
 GET_ITEM = ITEM_SELECT + " WHERE tenant_id = ? AND id = ?"
 SUBJECT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? AND subject_id = ? ORDER BY id"
 TENANT_ITEMS = ITEM_SELECT + " WHERE tenant_id = ? ORDER BY id"
@@ -103,6 +112,11 @@ INSERT_API_KEY = (
     f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) VALUES ({marks(len(API_KEY_COLUMNS))})"
 )
 GET_META = "SELECT value FROM store_meta WHERE name = ?"
+# A batch's two checks read at once (the index it was made for, its subject's key).
+INDEX_AND_KEY = (
+    "SELECT (SELECT value FROM store_meta WHERE name = ?), "
+    "(SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?)"
+)
 CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 REPLACE_META = (
     "INSERT INTO store_meta (name, value) VALUES (?, ?) "
