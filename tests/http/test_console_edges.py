@@ -11,7 +11,7 @@ from datetime import timedelta
 import httpx
 
 from governed_memory.apikeys import split_token
-from governed_memory.http.console.sessions import MAX_LIFETIME, Sessions
+from governed_memory.http.console.sessions import MAX_LIFETIME, Sessions, digest_of
 from tests.support.api import MakeApi
 from tests.support.fakes import FakeClock
 
@@ -71,17 +71,19 @@ def test_a_sign_in_without_the_forms_token_is_refused(make_api: MakeApi) -> None
 
 
 def test_a_session_keeps_neither_the_key_nor_its_own_id(make_api: MakeApi) -> None:
-    """The store of sessions holds the key's id and its secret's hash, and the session id
-    only as a digest: a dump of it lets nobody sign in."""
+    """The stored session holds the key's id, a hash of its secret's stored hash, and the
+    session id only as a digest: a dump of it lets nobody sign in."""
     api = make_api()
     token = api.key()["Authorization"].split()[1]
     key_id, secret = split_token(token)
     record = api.store.api_key(key_id)
     assert record is not None
     sessions = Sessions(api.store, api.clock, timedelta(minutes=15))
-    session_id, _ = sessions.start(record)
-    dump = repr(vars(sessions))
-    assert secret not in dump and session_id not in dump
+    session_id, session = sessions.start(record)
+    dump = repr(api.store.console_session(digest_of(session_id)))
+    assert key_id in dump
+    for kept_out in (secret, record.secret_hash, session_id, session.csrf):
+        assert kept_out not in dump
     assert sessions.resume(session_id) is not None
     assert sessions.resume(session_id + "x") is None
 
@@ -97,7 +99,7 @@ def test_a_session_ends_after_its_lifetime_however_busy(make_api: MakeApi) -> No
         assert sessions.resume(session_id) is not None
         clock.advance(minutes=10)
     assert sessions.resume(session_id) is None
-    assert len(sessions) == 0
+    assert api.store.console_session(digest_of(session_id)) is None
 
 
 def test_the_console_can_be_turned_off(make_api: MakeApi) -> None:

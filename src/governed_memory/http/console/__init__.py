@@ -22,7 +22,7 @@ from governed_memory.http.console.pages import STATIC
 from governed_memory.http.console.sessions import Sessions
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.observability import Metrics
-from governed_memory.ports import ApiKeys
+from governed_memory.ports import Credentials
 from governed_memory.service import MemoryService
 
 
@@ -30,11 +30,12 @@ def install(
     app: FastAPI,
     settings: Settings,
     service: MemoryService,
-    api_keys: ApiKeys,
+    api_keys: Credentials,
     limiter: FixedWindowLimiter,
     metrics: Metrics | None,
 ) -> None:
-    """Serve the console on ``app``: its routes, its stylesheet, its sessions."""
+    """Serve the console on ``app``: its routes, its stylesheet, its sessions (kept in
+    ``api_keys``, the store)."""
     idle = timedelta(seconds=settings.console_idle_timeout_seconds)
     sessions = Sessions(api_keys, service.clock, idle)
     app.state.console = Console(service, api_keys, sessions, limiter, metrics)

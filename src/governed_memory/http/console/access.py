@@ -24,7 +24,7 @@ from governed_memory.http.console.pages import SECURITY_HEADERS
 from governed_memory.http.console.sessions import Session, Sessions, same_token
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.observability import Metrics
-from governed_memory.ports import ApiKeys
+from governed_memory.ports import Credentials
 from governed_memory.service import MemoryService
 
 log = logging.getLogger("governed_memory.console")
@@ -45,7 +45,7 @@ class Console:
     install`."""
 
     service: MemoryService
-    api_keys: ApiKeys
+    api_keys: Credentials
     sessions: Sessions
     limiter: FixedWindowLimiter
     metrics: Metrics | None
