@@ -66,6 +66,11 @@ class EventLog(Protocol):
         """Committed events with a position above ``after``, in position order."""
         ...
 
+    def events_before(self, tenant_id: str, before: int | None, limit: int) -> list[StoredEvent]:
+        """The tenant's committed events with a position below ``before`` (from the newest
+        when None), newest first."""
+        ...
+
     def memory_events(self, tenant_id: str, memory_id: str, subject_id: str) -> list[StoredEvent]:
         """The events of one item, and the forget events of its subject, in order."""
         ...

@@ -258,6 +258,8 @@ class BrowseRequest:
     status: Status | None = None
     kind: Kind | None = None
     after: tuple[int, str] | None = None
+    #: Newest first: (``updated_at``, id) descending, after the cursor in that order.
+    newest_first: bool = False
 
 
 #: Where a retention sweep stands: the (updated_at µs, tenant, id) of the last item it saw.
