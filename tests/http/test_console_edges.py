@@ -108,3 +108,32 @@ def test_the_console_can_be_turned_off(make_api: MakeApi) -> None:
     assert api.client.get("/console/login").status_code == 404
     assert api.client.get("/console/static/console.css").status_code == 404
     assert api.client.get("/health").status_code == 200
+
+
+def test_over_the_rate_limit_the_console_answers_a_page_with_retry_after(
+    make_api: MakeApi,
+) -> None:
+    """A console page or sign-in over the key's limit is a 429 HTML page naming the
+    problem, with Retry-After and the console's headers, never the API's JSON."""
+    api = make_api(rate_limit_requests=3)
+    token = api.key()["Authorization"].split()[1]
+    csrf = sign_in_form(api.client)
+    answer = api.client.post("/console/login", data={"api_key": token, "csrf_token": csrf})
+    assert answer.status_code == 303  # the first request of the window
+    statuses = [api.client.get("/console/quarantine").status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    over = api.client.get("/console/audit")
+    assert over.status_code == 429
+    assert over.headers["content-type"].startswith("text/html")
+    assert int(over.headers["retry-after"]) > 0
+    assert over.headers["x-frame-options"] == "DENY"
+    assert "Too many requests" in over.text
+    assert 'role="alert"' in over.text
+
+    again = httpx.Client(base_url=api.client.base_url)
+    csrf = sign_in_form(again)
+    refused = again.post("/console/login", data={"api_key": token, "csrf_token": csrf})
+    assert (refused.status_code, refused.headers["content-type"][:9]) == (429, "text/html")
+    assert int(refused.headers["retry-after"]) > 0
+    assert "gmem_console=" not in refused.headers.get("set-cookie", "")
+    again.close()

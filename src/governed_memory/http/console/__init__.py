@@ -17,7 +17,14 @@ from starlette.staticfiles import StaticFiles
 
 from governed_memory.config import Settings
 from governed_memory.http.console import review, signin, subjects
-from governed_memory.http.console.access import PREFIX, Console, SignedOut, on_signed_out
+from governed_memory.http.console.access import (
+    PREFIX,
+    Console,
+    SignedOut,
+    Throttled,
+    on_signed_out,
+    on_throttled,
+)
 from governed_memory.http.console.pages import STATIC
 from governed_memory.http.console.sessions import Sessions
 from governed_memory.http.limits import FixedWindowLimiter
@@ -40,6 +47,7 @@ def install(
     sessions = Sessions(api_keys, service.clock, idle)
     app.state.console = Console(service, api_keys, sessions, limiter, metrics)
     app.add_exception_handler(SignedOut, on_signed_out)
+    app.add_exception_handler(Throttled, on_throttled)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
     for module in (signin, review, subjects):
         app.include_router(module.router)
