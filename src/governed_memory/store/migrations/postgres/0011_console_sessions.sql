@@ -1,4 +1,4 @@
--- The review console's sessions (mirrors migrations/sqlite/0009_console_sessions.sql,
+-- The review console's sessions (mirrors migrations/sqlite/0011_console_sessions.sql,
 -- which says why).
 CREATE TABLE console_sessions (
     digest     TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
