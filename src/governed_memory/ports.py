@@ -1,12 +1,12 @@
 """The ports the service needs: small storage Protocols, a clock and a tokenizer.
 
 Storage is role-sized ports, as eventsourcing's recorders are: the event log, the
-projection's items, the subject keys, the items' own keys and the API keys. A backend
-implements them all and :class:`Store` is their sum, plus what every backend has (a
-snapshot, a ping, a close). A caller depends on the smallest port it needs: the HTTP
-authenticator on :class:`ApiKeys` alone. The records crossing these ports are in
-:mod:`governed_memory.records`; the store-internal errors they raise are in
-:mod:`governed_memory.errors`.
+projection's items, the subject keys, the items' own keys, the API keys and the review
+console's sessions. A backend implements them all and :class:`Store` is their sum, plus
+what every backend has (a snapshot, a ping, a close). A caller depends on the smallest
+port it needs: the HTTP authenticator on :class:`ApiKeys` alone. The records crossing
+these ports are in :mod:`governed_memory.records`; the store-internal errors they raise
+are in :mod:`governed_memory.errors`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from governed_memory.records import (
     Batch,
     BrowseRequest,
     ChainLink,
+    ConsoleSession,
     IdempotencyRecord,
     IndexedContent,
     ItemChange,
@@ -64,6 +65,11 @@ class EventLog(Protocol):
 
     def events_after(self, tenant_id: str | None, after: int, limit: int) -> list[StoredEvent]:
         """Committed events with a position above ``after``, in position order."""
+        ...
+
+    def events_before(self, tenant_id: str, before: int | None, limit: int) -> list[StoredEvent]:
+        """The tenant's committed events with a position below ``before`` (from the newest
+        when None), newest first."""
         ...
 
     def memory_events(self, tenant_id: str, memory_id: str, subject_id: str) -> list[StoredEvent]:
@@ -227,6 +233,31 @@ class ApiKeys(Protocol):
         ...
 
 
+class ConsoleSessions(Protocol):
+    """The review console's sessions, by the SHA-256 of their cookie's id: kept in the store,
+    so every worker and every instance on the database sees a sign-in and a sign-out."""
+
+    def add_console_session(self, session: ConsoleSession) -> None: ...
+
+    def console_session(self, digest: str) -> ConsoleSession | None: ...
+
+    def touch_console_session(self, digest: str, at: datetime) -> None:
+        """Record that the session was seen at ``at``, unless a later time is recorded."""
+        ...
+
+    def end_console_session(self, digest: str) -> None:
+        """Delete the session (an unknown digest is nothing to do)."""
+        ...
+
+    def end_idle_console_sessions(self, seen_before: datetime) -> int:
+        """Delete every session last seen before ``seen_before``; how many were."""
+        ...
+
+
+class Credentials(ApiKeys, ConsoleSessions, Protocol):
+    """What the HTTP edge reads and writes of the store: API keys and console sessions."""
+
+
 class StoreMeta(Protocol):
     """Facts about the store itself, by name (a master-key check value, the analyzer of the
     search index): small text values, never content."""
@@ -241,7 +272,7 @@ class StoreMeta(Protocol):
     def replace_meta(self, name: str, value: str) -> None: ...
 
 
-class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, StoreMeta, Protocol):
+class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, ConsoleSessions, StoreMeta, Protocol):
     """Every port of one backend, and what a whole store has besides."""
 
     def snapshot(self) -> AbstractContextManager[None]:
@@ -298,6 +329,8 @@ class SystemClock:
 __all__ = [
     "ApiKeys",
     "Clock",
+    "ConsoleSessions",
+    "Credentials",
     "Embedder",
     "EventLog",
     "ItemKeys",

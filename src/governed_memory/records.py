@@ -113,6 +113,20 @@ class ApiKey:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ConsoleSession:
+    """A signed-in session of the review console, as stored: the SHA-256 of the id its
+    cookie carries (never the id), its key, ``key_check`` (a hash of the key's stored secret
+    hash at sign-in, so a replaced secret ends the session; never the secret), and when it
+    started and was last seen (coarsely: see ``http.console.sessions``)."""
+
+    digest: str
+    key_id: str
+    key_check: str
+    started_at: datetime
+    last_seen: datetime
+
+
 #: The store-meta name under which the search index's signature is recorded: how its
 #: terms (and vectors) were made (``service.indexing.SearchSettings.signature``).
 SEARCH_INDEX = "search_index"
@@ -254,6 +268,8 @@ class BrowseRequest:
     status: Status | None = None
     kind: Kind | None = None
     after: tuple[int, str] | None = None
+    #: Newest first: (``updated_at``, id) descending, after the cursor in that order.
+    newest_first: bool = False
 
 
 #: Where a retention sweep stands: the (updated_at µs, tenant, id) of the last item it saw.
@@ -299,6 +315,7 @@ __all__ = [
     "Batch",
     "BrowseRequest",
     "ChainLink",
+    "ConsoleSession",
     "IdempotencyRecord",
     "IndexDoc",
     "IndexedContent",

@@ -67,6 +67,7 @@ PRINCIPAL_USE_CASES = (
     "history",
     "list_quarantine",
     "events_after",
+    "events_before",
 )
 SWEEPS = ("expire_due", "apply_retention", "verify_replay")
 

@@ -166,17 +166,25 @@ def test_the_item_page_shows_provenance_history_and_a_correction_beside_its_orig
     assert console.status(original.id) == "superseded"
 
 
-def test_the_queue_filters_and_pages(console: Console) -> None:
-    """Filters by agent, purpose, kind and subject narrow the queue; a long queue pages."""
+def test_the_queue_lists_newest_first_filters_and_pages(console: Console) -> None:
+    """The newest write heads the queue and the oldest ends its last page; filters by
+    agent, purpose, kind and subject narrow the queue."""
     writer = console.key(principal="writer", trust="untrusted")
     reviewer = console.key(REVIEW, principal="reviewer")
+    written = []
     for n in range(27):
-        console.write(writer, subject_id=f"customer-{n % 3}", content=f"note {n}")
+        written.append(console.write(writer, subject_id=f"customer-{n % 3}", content=f"n {n}"))
+        console.clock.advance(seconds=1)
     skill = console.write(writer, kind="skill", purpose="billing", content="how to refund")
     console.sign_in(reviewer)
-    expect(console.page.locator("tr[data-memory-id]")).to_have_count(25)
+    rows = console.page.locator("tr[data-memory-id]")
+    expect(rows).to_have_count(25)
+    shown = [rows.nth(n).get_attribute("data-memory-id") for n in range(25)]
+    assert shown == [skill.id, *[item.id for item in reversed(written)][:24]]
     console.page.get_by_role("link", name="Next page").click()
-    expect(console.page.locator("tr[data-memory-id]")).to_have_count(3)
+    expect(rows).to_have_count(3)
+    shown = [rows.nth(n).get_attribute("data-memory-id") for n in range(3)]
+    assert shown == [item.id for item in reversed(written[:3])]
 
     console.go("/console/quarantine")
     console.page.get_by_label("Kind").select_option("skill")

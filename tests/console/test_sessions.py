@@ -184,7 +184,9 @@ def test_a_revoked_key_ends_its_sessions_at_the_next_request(console: Console) -
     assert console.page.url == f"{console.url}/console/login"
 
 
-def test_the_audit_feed_is_content_free_and_filters_by_type(console: Console) -> None:
+def test_the_audit_feed_shows_the_latest_events_first_content_free_and_filters_by_type(
+    console: Console,
+) -> None:
     writer = console.key(principal="writer", trust="untrusted")
     reviewer = console.key("memory:read,memory:review,audit:read", principal="reviewer")
     secret = "The customer's card ends in 4242."
@@ -193,13 +195,17 @@ def test_the_audit_feed_is_content_free_and_filters_by_type(console: Console) ->
     console.service.promote(console.principal(reviewer), first.id, 1)
     console.sign_in(reviewer)
     console.go("/console/audit")
-    expect(console.page.locator("tr[data-position]")).to_have_count(3)
+    rows = console.page.locator("tr[data-position]")
+    expect(rows).to_have_count(3)
     assert secret not in console.page.content()
-    first_position = console.page.locator("tr[data-position]").first.get_attribute("data-position")
-    console.page.get_by_label("After position").fill(first_position or "")
+    positions = [int(rows.nth(n).get_attribute("data-position") or "") for n in range(3)]
+    assert positions == sorted(positions, reverse=True)
+    expect(rows.first).to_contain_text("memory.promoted")
+    console.page.get_by_label("Before position").fill(str(positions[0]))
     console.page.get_by_role("button", name="Filter").click()
-    expect(console.page.locator("tr[data-position]")).to_have_count(2)
-    console.page.get_by_label("After position").fill("0")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_have_attribute("data-position", str(positions[1]))
+    console.page.get_by_label("Before position").fill("")
     console.page.get_by_label("Event type").select_option("memory.promoted")
     console.page.get_by_role("button", name="Filter").click()
     rows = console.page.locator("tr[data-position]")
@@ -233,3 +239,21 @@ def test_console_actions_are_logged_and_counted_without_content(
         r'gmem_http_requests_total\{.*route="/console/memories/\{memory_id\}/promote"', metrics
     )
     assert secret not in metrics
+
+
+def test_the_audit_feed_pages_back_to_older_events(console: Console) -> None:
+    """A page shows the latest 100 events; "Older events" goes on to those before them."""
+    writer = console.key(principal="writer", trust="trusted")
+    reviewer = console.key("memory:read,audit:read", principal="reviewer")
+    first = console.write(writer, trust="trusted", content="the first note")
+    for n in range(100):
+        console.write(writer, trust="trusted", content=f"note {n}")
+    console.sign_in(reviewer)
+    console.go("/console/audit")
+    rows = console.page.locator("tr[data-position]")
+    expect(rows).to_have_count(100)
+    expect(rows.last).not_to_contain_text(first.id)
+    console.page.get_by_role("link", name="Older events").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(first.id)
+    expect(console.page.get_by_role("link", name="Older events")).to_have_count(0)

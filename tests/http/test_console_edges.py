@@ -11,7 +11,7 @@ from datetime import timedelta
 import httpx
 
 from governed_memory.apikeys import split_token
-from governed_memory.http.console.sessions import MAX_LIFETIME, Sessions
+from governed_memory.http.console.sessions import MAX_LIFETIME, Sessions, digest_of
 from tests.support.api import MakeApi
 from tests.support.fakes import FakeClock
 
@@ -71,17 +71,19 @@ def test_a_sign_in_without_the_forms_token_is_refused(make_api: MakeApi) -> None
 
 
 def test_a_session_keeps_neither_the_key_nor_its_own_id(make_api: MakeApi) -> None:
-    """The store of sessions holds the key's id and its secret's hash, and the session id
-    only as a digest: a dump of it lets nobody sign in."""
+    """The stored session holds the key's id, a hash of its secret's stored hash, and the
+    session id only as a digest: a dump of it lets nobody sign in."""
     api = make_api()
     token = api.key()["Authorization"].split()[1]
     key_id, secret = split_token(token)
     record = api.store.api_key(key_id)
     assert record is not None
     sessions = Sessions(api.store, api.clock, timedelta(minutes=15))
-    session_id, _ = sessions.start(record)
-    dump = repr(vars(sessions))
-    assert secret not in dump and session_id not in dump
+    session_id, session = sessions.start(record)
+    dump = repr(api.store.console_session(digest_of(session_id)))
+    assert key_id in dump
+    for kept_out in (secret, record.secret_hash, session_id, session.csrf):
+        assert kept_out not in dump
     assert sessions.resume(session_id) is not None
     assert sessions.resume(session_id + "x") is None
 
@@ -97,7 +99,7 @@ def test_a_session_ends_after_its_lifetime_however_busy(make_api: MakeApi) -> No
         assert sessions.resume(session_id) is not None
         clock.advance(minutes=10)
     assert sessions.resume(session_id) is None
-    assert len(sessions) == 0
+    assert api.store.console_session(digest_of(session_id)) is None
 
 
 def test_the_console_can_be_turned_off(make_api: MakeApi) -> None:
@@ -106,3 +108,32 @@ def test_the_console_can_be_turned_off(make_api: MakeApi) -> None:
     assert api.client.get("/console/login").status_code == 404
     assert api.client.get("/console/static/console.css").status_code == 404
     assert api.client.get("/health").status_code == 200
+
+
+def test_over_the_rate_limit_the_console_answers_a_page_with_retry_after(
+    make_api: MakeApi,
+) -> None:
+    """A console page or sign-in over the key's limit is a 429 HTML page naming the
+    problem, with Retry-After and the console's headers, never the API's JSON."""
+    api = make_api(rate_limit_requests=3)
+    token = api.key()["Authorization"].split()[1]
+    csrf = sign_in_form(api.client)
+    answer = api.client.post("/console/login", data={"api_key": token, "csrf_token": csrf})
+    assert answer.status_code == 303  # the first request of the window
+    statuses = [api.client.get("/console/quarantine").status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    over = api.client.get("/console/audit")
+    assert over.status_code == 429
+    assert over.headers["content-type"].startswith("text/html")
+    assert int(over.headers["retry-after"]) > 0
+    assert over.headers["x-frame-options"] == "DENY"
+    assert "Too many requests" in over.text
+    assert 'role="alert"' in over.text
+
+    again = httpx.Client(base_url=api.client.base_url)
+    csrf = sign_in_form(again)
+    refused = again.post("/console/login", data={"api_key": token, "csrf_token": csrf})
+    assert (refused.status_code, refused.headers["content-type"][:9]) == (429, "text/html")
+    assert int(refused.headers["retry-after"]) > 0
+    assert "gmem_console=" not in refused.headers.get("set-cookie", "")
+    again.close()

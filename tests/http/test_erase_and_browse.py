@@ -97,6 +97,25 @@ def test_get_memories_filters_and_pages(api: Api, admin: dict[str, str]) -> None
     assert refused.status_code == 403
 
 
+def test_get_memories_newest_first_pages_back_to_the_oldest(
+    api: Api, admin: dict[str, str]
+) -> None:
+    """order=newest: the latest change first, the cursor paging on in that order;
+    order=oldest is the default order."""
+    for number in range(3):
+        api.write(admin, f"m{number}")
+        api.clock.advance(seconds=1)
+    newest = {"limit": 2, "order": "newest"}
+    first = api.client.get("/v1/memories", params=newest, headers=admin).json()
+    assert [i["id"] for i in first["items"]] == ["m2", "m1"]
+    rest = api.client.get(
+        "/v1/memories", params=newest | {"cursor": first["next_cursor"]}, headers=admin
+    ).json()
+    assert ([i["id"] for i in rest["items"]], rest["next_cursor"]) == (["m0"], None)
+    oldest = api.client.get("/v1/memories", params={"order": "oldest"}, headers=admin).json()
+    assert [i["id"] for i in oldest["items"]] == ["m0", "m1", "m2"]
+
+
 def test_get_memories_refuses_bad_parameters_with_422(api: Api, admin: dict[str, str]) -> None:
     """An unknown status or kind, a limit outside 1..500, a forged cursor, a repeated
     parameter: each is a 422 problem."""
@@ -106,6 +125,7 @@ def test_get_memories_refuses_bad_parameters_with_422(api: Api, admin: dict[str,
         {"limit": 0},
         {"limit": 501},
         {"cursor": "forged"},
+        {"order": "sideways"},
         [("status", "active"), ("status", "expired")],
     ):
         response = api.client.get("/v1/memories", params=params, headers=admin)

@@ -39,7 +39,7 @@ from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.http.routes import metrics_router, router
 from governed_memory.http.shared import SharedState
 from governed_memory.observability import Metrics
-from governed_memory.ports import ApiKeys
+from governed_memory.ports import Credentials
 from governed_memory.service import MemoryService
 from governed_memory.worker import ExpiryWorker
 
@@ -73,7 +73,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     service: MemoryService | None = None,
-    api_keys: ApiKeys | None = None,
+    api_keys: Credentials | None = None,
     shared: Path | None = None,
 ) -> FastAPI:
     """The HTTP app over the service the settings describe, closed when the app stops.

@@ -8,7 +8,7 @@ tenant visibility are enforced by the service; the principal comes from the API 
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -192,9 +192,13 @@ def list_memories(
     kind: KindName | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    order: Annotated[
+        Literal["oldest", "newest"] | None,
+        Query(description="`oldest` change first (the default) or `newest`."),
+    ] = None,
 ) -> Response:
     """Only the agents the key may act for; a memory that changes while you page moves to
-    the end (seen again, never missed)."""
+    the end of the order (seen again, never missed)."""
     page = service.browse(
         principal,
         agent_id=agent_id,
@@ -204,6 +208,7 @@ def list_memories(
         kind=kind,
         limit=limit,
         cursor=cursor,
+        order=order,
     )
     return JSONResponse(page.to_dict())
 

@@ -20,6 +20,9 @@ from governed_memory.results import AuditEvent, ItemPage, decode_cursor
 from governed_memory.service.reads import MAX_PAGE, Reads
 from governed_memory.service.vault import Vault
 
+#: The highest position a feed read may start below (a bound every backend can store).
+MAX_POSITION = 10**18
+
 
 class Audit:
     """Reads of the log and of the review queue, over one store."""
@@ -51,6 +54,17 @@ class Audit:
         bounded_int(after, "after", 0)
         bounded_int(limit, "limit", 1, 1000)
         page = self._store.events_after(principal.tenant_id, after, limit)
+        return [audit_event(stored, stored.event.version) for stored in page]
+
+    def events_before(
+        self, principal: Principal, before: int | None, limit: int
+    ) -> list[AuditEvent]:
+        """The tenant's feed newest first: events with a position below ``before``."""
+        access.require_feed(principal)
+        if before is not None:
+            bounded_int(before, "before", 1, MAX_POSITION)
+        bounded_int(limit, "limit", 1, 1000)
+        page = self._store.events_before(principal.tenant_id, before, limit)
         return [audit_event(stored, stored.event.version) for stored in page]
 
     def list_quarantine(

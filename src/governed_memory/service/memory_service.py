@@ -270,8 +270,11 @@ class MemoryService:
         kind: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        order: str | None = None,
     ) -> ItemPage:
-        """A page of the caller's items passing the filters, in (updated_at, id) order;
+        """A page of the caller's items passing the filters, in (updated_at, id) order
+        (``order``: ``oldest`` first, the default, or ``newest``; a cursor pages on in the
+        order it was made in);
         ``status`` is matched as of now (a live item past its expiry is ``expired``)."""
         return self._reads.browse(
             principal,
@@ -283,6 +286,7 @@ class MemoryService:
             limit=limit,
             cursor=cursor,
             now=self.clock.now(),
+            order=order,
         )
 
     def search(
@@ -326,6 +330,13 @@ class MemoryService:
         some agents cannot read it; per-item history stays open to them.
         """
         return self._audit.events_after(principal, after, limit)
+
+    def events_before(
+        self, principal: Principal, before: int | None = None, limit: int = 100
+    ) -> list[AuditEvent]:
+        """The tenant's audit feed newest first: content-free events with a position below
+        ``before`` (from the latest when None); the same access as :meth:`events_after`."""
+        return self._audit.events_before(principal, before, limit)
 
     def verify_replay(self, on_step: OnStep = silent) -> ReplayReport:
         """Rebuild the projection from the log, tenant by tenant, and compare item by item;

@@ -16,6 +16,7 @@ from governed_memory.core.access import may_read_content
 from governed_memory.core.commands import bounded_int
 from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.values import Kind, Status
+from governed_memory.errors import ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import BrowseRequest
 from governed_memory.results import ItemPage, decode_cursor, encode_cursor
@@ -24,6 +25,15 @@ from governed_memory.service.vault import Vault
 
 #: The largest page a browse or the review queue returns.
 MAX_PAGE = 500
+
+#: How a browse may be ordered by (updated_at, id): ascending (the default) or descending.
+ORDERS = ("oldest", "newest")
+
+
+def _newest_first(order: str | None) -> bool:
+    if order is not None and order not in ORDERS:
+        raise ValidationError.field("order", "must be oldest or newest")
+    return order == "newest"
 
 
 class Reads:
@@ -53,6 +63,7 @@ class Reads:
         limit: int,
         cursor: str | None,
         now: datetime,
+        order: str | None = None,
     ) -> ItemPage:
         """A page of the caller's items (its tenant, the agents it may act for) that pass
         every filter given, in (updated_at, id) order: an item that changes while a
@@ -70,6 +81,7 @@ class Reads:
             status=None if status is None else values.enum_value(Status, status, "status"),
             kind=None if kind is None else values.enum_value(Kind, kind, "kind"),
             after=None if cursor is None else decode_cursor(cursor),
+            newest_first=_newest_first(order),
         )
         return self.page(principal, self._store.browse(request), limit, now)
 

@@ -161,6 +161,12 @@ class MemoryStore(MemorySearch):
             matching = (e for e in tail if tenant_id is None or e.event.tenant_id == tenant_id)
             return [e for _, e in zip(range(limit), matching, strict=False)]
 
+    def events_before(self, tenant_id: str, before: int | None, limit: int) -> list[StoredEvent]:
+        with self._lock:
+            head = self._events if before is None else self._events[: max(before - 1, 0)]
+            matching = (e for e in reversed(head) if e.event.tenant_id == tenant_id)
+            return [e for _, e in zip(range(limit), matching, strict=False)]
+
     def memory_events(self, tenant_id: str, memory_id: str, subject_id: str) -> list[StoredEvent]:
         with self._lock:
             return [
@@ -230,7 +236,10 @@ class MemoryStore(MemorySearch):
                 for item in self._items.values()
                 if item.tenant_id == request.tenant_id and _browsed(item, request)
             ]
-            rows.sort(key=lambda item: (to_micros(item.updated_at), item.id))
+            rows.sort(
+                key=lambda item: (to_micros(item.updated_at), item.id),
+                reverse=request.newest_first,
+            )
             return rows[: request.limit]
 
     # -- whole-log access -----------------------------------------------------------------
@@ -310,5 +319,11 @@ def _browsed(item: ItemState, request: BrowseRequest) -> bool:
         and request.subject_id in (None, item.subject_id)
         and request.kind in (None, item.kind)
         and request.status in (None, effective_status(item, request.now))
-        and (request.after is None or (to_micros(item.updated_at), item.id) > request.after)
+        and (request.after is None or _beyond((to_micros(item.updated_at), item.id), request))
     )
+
+
+def _beyond(position: tuple[int, str], request: BrowseRequest) -> bool:
+    """Whether an item at ``position`` comes after the request's cursor, in its order."""
+    assert request.after is not None
+    return position < request.after if request.newest_first else position > request.after

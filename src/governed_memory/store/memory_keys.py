@@ -1,6 +1,7 @@
-"""The key tables of the in-memory reference store: subject keys, item keys, API keys, and
-the facts about the store. :class:`~governed_memory.store.memory.MemoryStore` derives from
-it and changes the key tables inside its commits; everything here takes the store's lock.
+"""The key tables of the in-memory reference store: subject keys, item keys, API keys,
+console sessions and the facts about the store.
+:class:`~governed_memory.store.memory.MemoryStore` derives from it and changes the key
+tables inside its commits; everything here takes the store's lock.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from governed_memory.errors import ReadWouldWait
-from governed_memory.records import ApiKey, ItemKey, SubjectKey
+from governed_memory.records import ApiKey, ConsoleSession, ItemKey, SubjectKey
 
 
 class MemoryKeys:
-    """Subject keys, item keys, API keys and store facts, in dictionaries."""
+    """Subject keys, item keys, API keys, console sessions and store facts, in dictionaries."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -23,6 +24,7 @@ class MemoryKeys:
         self._item_keys: dict[tuple[str, str], ItemKey] = {}
         self._api_keys: dict[str, ApiKey] = {}
         self._meta: dict[str, str] = {}
+        self._sessions: dict[str, ConsoleSession] = {}
 
     def add_subject_key(self, key: SubjectKey) -> SubjectKey:
         with self._lock:
@@ -95,6 +97,33 @@ class MemoryKeys:
             key = self._api_keys.get(key_id)
             if key is not None and (key.last_used_at is None or key.last_used_at < at):
                 self._api_keys[key_id] = dataclasses.replace(key, last_used_at=at)
+
+    def add_console_session(self, session: ConsoleSession) -> None:
+        with self._lock:
+            if session.digest in self._sessions:
+                raise ValueError("duplicate console session")
+            self._sessions[session.digest] = session
+
+    def console_session(self, digest: str) -> ConsoleSession | None:
+        with self._lock:
+            return self._sessions.get(digest)
+
+    def touch_console_session(self, digest: str, at: datetime) -> None:
+        with self._lock:
+            session = self._sessions.get(digest)
+            if session is not None and session.last_seen < at:
+                self._sessions[digest] = dataclasses.replace(session, last_seen=at)
+
+    def end_console_session(self, digest: str) -> None:
+        with self._lock:
+            self._sessions.pop(digest, None)
+
+    def end_idle_console_sessions(self, seen_before: datetime) -> int:
+        with self._lock:
+            idle = [d for d, s in self._sessions.items() if s.last_seen < seen_before]
+            for digest in idle:
+                del self._sessions[digest]
+            return len(idle)
 
     def meta(self, name: str) -> str | None:
         with self._lock:

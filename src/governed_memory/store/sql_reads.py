@@ -41,6 +41,9 @@ from governed_memory.store.chain_links import link_from_row
 from governed_memory.store.paging import paged_events
 from governed_memory.store.search_rows import index_entries, search_rows
 
+#: Above every position: where a read newest first starts.
+NEWEST = 2**63 - 1
+
 
 class Dialect(Protocol):
     """The statements the shared reads run: a backend's ``sql`` module."""
@@ -58,6 +61,7 @@ class Dialect(Protocol):
     IDEMPOTENCY_PAGE: str
     EVENTS_AFTER: str
     TENANT_EVENTS_AFTER: str
+    TENANT_EVENTS_BEFORE: str
     MEMORY_EVENTS: str
     CHAIN_AFTER: str
     TENANT_CHAIN_AFTER: str
@@ -213,7 +217,7 @@ class SQLReads:
         elif status is not None:
             sql += f" AND status = {p}"
             params.append(status.value)
-        return self._page(sql, params, request.after, request.limit)
+        return self._page(sql, params, request.after, request.limit, request.newest_first)
 
     def _filtered(
         self,
@@ -234,14 +238,21 @@ class SQLReads:
         return sql, params
 
     def _page(
-        self, sql: str, params: list[Any], after: tuple[int, str] | None, limit: int
+        self,
+        sql: str,
+        params: list[Any],
+        after: tuple[int, str] | None,
+        limit: int,
+        newest_first: bool = False,
     ) -> list[ItemState]:
-        """The first ``limit`` rows of ``sql`` in (updated_at, id) order after ``after``."""
+        """The first ``limit`` rows of ``sql`` in (updated_at, id) order after ``after``
+        (descending, from the newest, if ``newest_first``: the same index, read backwards)."""
         p = self._sql.P
+        beyond, order = ("<", " DESC") if newest_first else (">", "")
         if after is not None:
-            sql += f" AND (updated_at, id) > ({p}, {p})"
+            sql += f" AND (updated_at, id) {beyond} ({p}, {p})"
             params += list(after)
-        sql += f" ORDER BY updated_at, id LIMIT {p}"
+        sql += f" ORDER BY updated_at{order}, id{order} LIMIT {p}"
         params.append(limit)
         return [item_from_row(row) for row in self._db.query(sql, params)]
 
@@ -346,6 +357,11 @@ class SQLReads:
             rows = self._db.query(self._sql.EVENTS_AFTER, (after, limit))
         else:
             rows = self._db.query(self._sql.TENANT_EVENTS_AFTER, (tenant_id, after, limit))
+        return [stored_event_from_row(row) for row in rows]
+
+    def events_before(self, tenant_id: str, before: int | None, limit: int) -> list[StoredEvent]:
+        below = NEWEST if before is None else before
+        rows = self._db.query(self._sql.TENANT_EVENTS_BEFORE, (tenant_id, below, limit))
         return [stored_event_from_row(row) for row in rows]
 
     def memory_events(self, tenant_id: str, memory_id: str, subject_id: str) -> list[StoredEvent]:

@@ -17,12 +17,19 @@ from starlette.staticfiles import StaticFiles
 
 from governed_memory.config import Settings
 from governed_memory.http.console import review, signin, subjects
-from governed_memory.http.console.access import PREFIX, Console, SignedOut, on_signed_out
+from governed_memory.http.console.access import (
+    PREFIX,
+    Console,
+    SignedOut,
+    Throttled,
+    on_signed_out,
+    on_throttled,
+)
 from governed_memory.http.console.pages import STATIC
 from governed_memory.http.console.sessions import Sessions
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.observability import Metrics
-from governed_memory.ports import ApiKeys
+from governed_memory.ports import Credentials
 from governed_memory.service import MemoryService
 
 
@@ -30,15 +37,17 @@ def install(
     app: FastAPI,
     settings: Settings,
     service: MemoryService,
-    api_keys: ApiKeys,
+    api_keys: Credentials,
     limiter: FixedWindowLimiter,
     metrics: Metrics | None,
 ) -> None:
-    """Serve the console on ``app``: its routes, its stylesheet, its sessions."""
+    """Serve the console on ``app``: its routes, its stylesheet, its sessions (kept in
+    ``api_keys``, the store)."""
     idle = timedelta(seconds=settings.console_idle_timeout_seconds)
     sessions = Sessions(api_keys, service.clock, idle)
     app.state.console = Console(service, api_keys, sessions, limiter, metrics)
     app.add_exception_handler(SignedOut, on_signed_out)
+    app.add_exception_handler(Throttled, on_throttled)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
     for module in (signin, review, subjects):
         app.include_router(module.router)

@@ -4,7 +4,8 @@
 service, the key store, the sessions, the limiter and the metrics. :func:`signed_in` is
 the dependency of every page but the sign-in page: without a live session it raises
 :class:`SignedOut`, which answers with a redirect to the sign-in page. A signed-in request
-counts against its key's rate limit and names its key in the access log, as over the API.
+counts against its key's rate limit and names its key in the access log, as over the API;
+over the limit, :class:`Throttled` answers a page (429, ``Retry-After``), not JSON.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from fastapi import Depends, Request
 from starlette.responses import RedirectResponse, Response
 
 from governed_memory.core.model import Principal
-from governed_memory.errors import PermissionDenied
+from governed_memory.errors import PermissionDenied, RateLimited
 from governed_memory.http.access_log import KEY_ID_STATE
-from governed_memory.http.console.pages import SECURITY_HEADERS
+from governed_memory.http.console.pages import SECURITY_HEADERS, problem_of, render
 from governed_memory.http.console.sessions import Session, Sessions, same_token
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.observability import Metrics
-from governed_memory.ports import ApiKeys
+from governed_memory.ports import Credentials
 from governed_memory.service import MemoryService
 
 log = logging.getLogger("governed_memory.console")
@@ -45,7 +46,7 @@ class Console:
     install`."""
 
     service: MemoryService
-    api_keys: ApiKeys
+    api_keys: Credentials
     sessions: Sessions
     limiter: FixedWindowLimiter
     metrics: Metrics | None
@@ -63,6 +64,16 @@ class SignedOut(Exception):
     """No live session: the answer is the sign-in page."""
 
 
+class Throttled(Exception):
+    """The reviewer's key is over its rate limit: the answer is a page saying so, 429 with
+    ``Retry-After``, not the API's JSON problem."""
+
+    def __init__(self, reviewer: Reviewer | None, error: RateLimited) -> None:
+        super().__init__(error.detail)
+        self.reviewer = reviewer
+        self.error = error
+
+
 def console_of(request: Request) -> Console:
     console: Console = request.app.state.console
     return console
@@ -77,8 +88,12 @@ def signed_in(request: Request) -> Reviewer:
     session, principal = found
     state = request.scope.setdefault("state", {})
     state[KEY_ID_STATE] = session.key_id
-    console.limiter.check(session.key_id, state)
-    return Reviewer(session, principal)
+    reviewer = Reviewer(session, principal)
+    try:
+        console.limiter.check(session.key_id, state)
+    except RateLimited as error:
+        raise Throttled(reviewer, error) from None
+    return reviewer
 
 
 ReviewerDep = Annotated[Reviewer, Depends(signed_in)]
@@ -123,6 +138,14 @@ def on_signed_out(request: Request, exc: Exception) -> Response:
     return response
 
 
+def on_throttled(request: Request, exc: Exception) -> Response:
+    """The answer to :class:`Throttled`: the problem as a page, with ``Retry-After``."""
+    assert isinstance(exc, Throttled)
+    response = render("problem.html", 429, reviewer=exc.reviewer, problem=problem_of(exc.error))
+    response.headers["Retry-After"] = str(exc.error.retry_after)
+    return response
+
+
 #: What an id must look like to be logged: a path may carry any text, and a log line never
 #: repeats a caller's text.
 _LOGGABLE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -154,10 +177,12 @@ __all__ = [
     "Reviewer",
     "ReviewerDep",
     "SignedOut",
+    "Throttled",
     "back_to",
     "console_of",
     "note",
     "on_signed_out",
+    "on_throttled",
     "require_csrf",
     "see_other",
     "set_cookie",

@@ -92,7 +92,7 @@ def quarantine(
     done: Filter = "",
     memory: Filter = "",
 ) -> Response:
-    """Every quarantined item the key may see, filtered, a page at a time."""
+    """Every quarantined item the key may see, newest first, filtered, a page at a time."""
     filters = {"agent_id": agent_id, "purpose": purpose, "kind": kind, "subject_id": subject_id}
     try:
         page = console.service.browse(
@@ -100,6 +100,7 @@ def quarantine(
             status="quarantined",
             limit=PAGE_SIZE,
             cursor=_or_none(cursor),
+            order="newest",
             **{name: _or_none(value) for name, value in filters.items()},
         )
     except GovernedMemoryError as error:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Form, Request
 from starlette.responses import Response
 
 from governed_memory.apikeys import split_token, verify
-from governed_memory.errors import AuthenticationError, GovernedMemoryError
+from governed_memory.errors import AuthenticationError, GovernedMemoryError, RateLimited
 from governed_memory.http.console.access import (
     HOME,
     LOGIN,
@@ -25,6 +25,7 @@ from governed_memory.http.console.access import (
     SESSION_COOKIE,
     ConsoleDep,
     SignedOut,
+    Throttled,
     require_csrf,
     see_other,
     set_cookie,
@@ -85,7 +86,10 @@ def login(
         log.info("console sign-in", extra={"outcome": "refused"})
         return _login_page(request, 401, error)
     assert record is not None  # verify refused a missing key
-    console.limiter.check(key_id, request.scope.setdefault("state", {}))
+    try:
+        console.limiter.check(key_id, request.scope.setdefault("state", {}))
+    except RateLimited as error:
+        raise Throttled(None, error) from None
     session_id, _ = console.sessions.start(record)
     log.info("console sign-in", extra={"outcome": "ok", "key_id": key_id})
     response = see_other(HOME)

@@ -127,22 +127,23 @@ def forget(
 
 
 def _feed(
-    console: ConsoleDep, reviewer: Reviewer, after: int, kind: str | None
-) -> tuple[list[AuditEvent], int, bool]:
-    """Up to a page of events after ``after`` (of type ``kind`` if given), the position to
-    read on from, and whether more may follow."""
+    console: ConsoleDep, reviewer: Reviewer, before: int | None, kind: str | None
+) -> tuple[list[AuditEvent], int | None, bool]:
+    """Up to a page of events below position ``before`` (from the latest if None), newest
+    first, of type ``kind`` if given; the position to read older ones below, and whether
+    more may follow."""
     shown: list[AuditEvent] = []
     for _ in range(FEED_READS):
-        events = console.service.events_after(reviewer.principal, after, FEED_PAGE)
+        events = console.service.events_before(reviewer.principal, before, FEED_PAGE)
         for event in events:
-            after = event.position
+            before = event.position
             if kind is None or event.type == kind:
                 shown.append(event)
                 if len(shown) == FEED_PAGE:
-                    return shown, after, True
+                    return shown, before, True
         if len(events) < FEED_PAGE:
-            return shown, after, False
-    return shown, after, True
+            return shown, before, False
+    return shown, before, True
 
 
 @router.get(f"{PREFIX}/audit")
@@ -150,16 +151,18 @@ def audit(
     reviewer: ReviewerDep,
     console: ConsoleDep,
     event_type: Annotated[str, Query(alias="type", max_length=64)] = "",
-    after: Filter = "0",
+    before: Filter = "",
 ) -> Response:
-    """The tenant's content-free events from a position on, optionally of one type."""
+    """The tenant's content-free events, newest first, below a position if given,
+    optionally of one type."""
     try:
-        after = after.strip() or "0"
-        if not (after.isascii() and after.isdigit() and len(after) <= 18):
-            raise ValidationError.field("after", "must be a position: a whole number")
+        before = before.strip()
+        if before and not (before.isascii() and before.isdigit() and len(before) <= 18):
+            raise ValidationError.field("before", "must be a position: a whole number")
         if event_type and event_type not in EVENT_TYPES:
             raise ValidationError.field("type", "is not an event type")
-        events, last, more = _feed(console, reviewer, int(after), event_type or None)
+        below = int(before) if before else None
+        events, last, more = _feed(console, reviewer, below, event_type or None)
     except GovernedMemoryError as error:
         return _refused(reviewer, error)
     return render(
@@ -168,8 +171,8 @@ def audit(
         events=events,
         types=sorted(EVENT_TYPES),
         chosen=event_type,
-        after=after,
-        next_page=query_string({"type": event_type, "after": str(last)}) if more else None,
+        before=before,
+        next_page=query_string({"type": event_type, "before": str(last)}) if more else None,
     )
 
 

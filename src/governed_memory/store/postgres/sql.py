@@ -93,6 +93,9 @@ EVENTS_AFTER = EVENT_SELECT + " WHERE position > %s ORDER BY position LIMIT %s"
 TENANT_EVENTS_AFTER = (
     EVENT_SELECT + " WHERE tenant_id = %s AND position > %s ORDER BY position LIMIT %s"
 )
+TENANT_EVENTS_BEFORE = (
+    EVENT_SELECT + " WHERE tenant_id = %s AND position < %s ORDER BY position DESC LIMIT %s"
+)
 MEMORY_EVENTS = (
     f"{EVENT_SELECT} WHERE tenant_id = %s AND memory_id = %s "
     f"UNION ALL {EVENT_SELECT} WHERE tenant_id = %s "

@@ -33,9 +33,10 @@ from governed_memory.store.postgres import bulk, search, sql
 from governed_memory.store.postgres.batch import PostgresBatches
 from governed_memory.store.postgres.database import PostgresDatabase
 from governed_memory.store.sql_reads import SQLReads
+from governed_memory.store.sql_sessions import SQLSessions
 
 
-class PostgresStore(SQLReads):
+class PostgresStore(SQLReads, SQLSessions):
     """The store port over a PostgreSQL database, through a connection pool."""
 
     def __init__(

@@ -83,6 +83,9 @@ EVENTS_AFTER = EVENT_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_EVENTS_AFTER = (
     EVENT_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"
 )
+TENANT_EVENTS_BEFORE = (
+    EVENT_SELECT + " WHERE tenant_id = ? AND position < ? ORDER BY position DESC LIMIT ?"
+)
 MEMORY_EVENTS = (
     f"{EVENT_SELECT} WHERE tenant_id = ? AND memory_id = ? "
     f"UNION ALL {EVENT_SELECT} WHERE tenant_id = ? "

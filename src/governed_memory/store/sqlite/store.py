@@ -34,6 +34,7 @@ from governed_memory.records import (
 )
 from governed_memory.store.group_commit import GroupCommit
 from governed_memory.store.sql_reads import SQLReads
+from governed_memory.store.sql_sessions import SQLSessions
 from governed_memory.store.sqlite import bulk, sql
 from governed_memory.store.sqlite.batch import SQLiteBatches
 from governed_memory.store.sqlite.database import SQLiteDatabase, Synchronous
@@ -42,7 +43,7 @@ from governed_memory.store.sqlite.search import SQLiteSearch
 DATABASE_FILE = "gmem.sqlite3"
 
 
-class SQLiteStore(SQLReads):
+class SQLiteStore(SQLReads, SQLSessions):
     """The store port over one SQLite database file."""
 
     def __init__(
