@@ -57,6 +57,7 @@ class Deployment:
     store_for: StoreFor
     quarantined: Callable[[], list[MemoryItem]]
     promote: Callable[[MemoryItem], None]
+    reject: Callable[[MemoryItem], None]
     #: The operator reads a memory by id, and the types of the events of its history.
     read: Callable[[str], MemoryItem]
     history: Callable[[str], list[str]]
@@ -87,11 +88,15 @@ def in_process(name: str, service: MemoryService, clock: FakeClock | None) -> De
     def promote(memory: MemoryItem) -> None:
         service.promote(operator, memory.id, memory.version)
 
+    def reject(memory: MemoryItem) -> None:
+        service.reject(operator, memory.id, memory.version)
+
     return Deployment(
         name,
         lambda role, **options: GovernedStore.in_process(service, principals[role], **options),
         lambda: service.list_quarantine(operator, limit=500).items,
         promote,
+        reject,
         lambda memory_id: service.get(operator, memory_id),
         lambda memory_id: [event.type for event in service.history(operator, memory_id)],
         clock,
@@ -109,11 +114,15 @@ def over_http(served: Served) -> Deployment:
     def promote(memory: MemoryItem) -> None:
         operator.promote(memory.id, memory.version)
 
+    def reject(memory: MemoryItem) -> None:
+        operator.reject(memory.id, memory.version)
+
     return Deployment(
         "http",
         lambda role, **options: GovernedStore.over_http(clients[role], **options),
         lambda: operator.list_quarantine(limit=500).items,
         promote,
+        reject,
         operator.get,
         lambda memory_id: [event.type for event in operator.history(memory_id)],
     )

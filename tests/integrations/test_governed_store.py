@@ -154,6 +154,46 @@ def test_a_delete_erases_a_pending_correction_too(deployment: Deployment) -> Non
     assert app.get(NAMESPACE, "k") is None
 
 
+def assert_no_generation_readable(deployment: Deployment, generations: int) -> None:
+    """Every generation of NAMESPACE's key "k" is deleted, its content gone, erased on the
+    record."""
+    for number in range(generations):
+        memory = deployment.read(first_id(NAMESPACE, "k", number))
+        assert (memory.status.value, memory.content) == ("deleted", None), number
+        assert deployment.history(memory.id)[-1] == "memory.erased"
+
+
+def test_a_delete_erases_the_version_a_promoted_correction_superseded(
+    deployment: Deployment,
+) -> None:
+    """After a correction is promoted, the value it replaced lives on as a superseded
+    memory; deleting the key erases it too, so no version of any value stays readable."""
+    app, agent, operator = (deployment.store(r) for r in ("app", "agent", "operator"))
+    app.put(NAMESPACE, "k", {"v": "SECRET-ONE"})
+    agent.put(NAMESPACE, "k", {"v": "SECRET-TWO"})
+    assert deployment.promote_all() == 1
+    assert deployment.read(first_id(NAMESPACE, "k", 0)).status.value == "superseded"
+    operator.delete(NAMESPACE, "k")
+    assert_no_generation_readable(deployment, 2)
+    assert app.get(NAMESPACE, "k") is None
+
+
+def test_a_delete_erases_rejected_proposals_too(deployment: Deployment) -> None:
+    """A correction a reviewer rejected keeps its content for review; deleting the key
+    erases it with the memory it proposed to correct."""
+    app, agent, operator = (deployment.store(r) for r in ("app", "agent", "operator"))
+    app.put(NAMESPACE, "k", {"v": "SECRET-ONE"})
+    agent.put(NAMESPACE, "k", {"v": "SECRET-TWO"})
+    (proposal,) = deployment.quarantined()
+    deployment.reject(proposal)
+    agent.put(NAMESPACE, "k", {"v": "SECRET-THREE"})
+    deployment.reject(deployment.quarantined()[0])
+    operator.delete(NAMESPACE, "k")
+    assert_no_generation_readable(deployment, 3)
+    operator.delete(NAMESPACE, "k")  # again: nothing left to erase, nothing refused
+    assert_no_generation_readable(deployment, 3)
+
+
 def test_nobody_deletes_what_their_own_principal_wrote_and_agents_delete_nothing(
     deployment: Deployment,
 ) -> None:

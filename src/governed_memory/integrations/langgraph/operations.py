@@ -85,9 +85,13 @@ class Operations:
         return None
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
-        """Erase the key's live memories (its visible one and a pending correction)."""
-        for memory in self._state(namespace, key).live():
-            self.backend.erase(memory.id)
+        """Erase every generation of the key not deleted yet, newest first: its visible
+        memory, a pending correction, and what corrections superseded, reviewers rejected
+        or time expired, so that no version of any value stays readable."""
+        for memory_id in self._state(namespace, key).generations():
+            memory = self.backend.get(memory_id)
+            if memory is not None and memory.status is not Status.DELETED:
+                self.backend.erase(memory_id)
 
     def _state(self, namespace: tuple[str, ...], key: str, scope: Scope | None = None) -> KeyState:
         """The key's memories, found by the ids of its scope (the namespace must name one)."""
