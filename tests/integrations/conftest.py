@@ -24,6 +24,8 @@ from governed_memory.core.model import MemoryItem, Principal
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
 from governed_memory.integrations.langgraph import GovernedStore, ItemFields, NamespaceMap
+from governed_memory.integrations.langgraph.mapping import KeyIds
+from governed_memory.integrations.langgraph.store import tenant_secret
 from governed_memory.service import MemoryService
 from tests.conftest import make_store
 from tests.support.api import Served, serve_for_clients
@@ -57,9 +59,12 @@ class Deployment:
     store_for: StoreFor
     quarantined: Callable[[], list[MemoryItem]]
     promote: Callable[[MemoryItem], None]
+    reject: Callable[[MemoryItem], None]
     #: The operator reads a memory by id, and the types of the events of its history.
     read: Callable[[str], MemoryItem]
     history: Callable[[str], list[str]]
+    #: The key secret of the stores: the tenant's derived one in process, the test's over HTTP.
+    key_secret: bytes
     #: The service's clock, where the test holds it (in process only).
     clock: FakeClock | None = None
 
@@ -69,6 +74,17 @@ class Deployment:
         """A store acting as ``role``, writing the trust that role may."""
         options.setdefault("fields", FIELDS[role])
         return self.store_for(role, namespaces=namespaces, **options)
+
+    def memory_id(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        generation: int = 0,
+        namespaces: NamespaceMap = ONE_SCOPE,
+    ) -> str:
+        """The id of a key's memory of that generation, where ``namespaces`` maps it."""
+        ids = KeyIds.of(namespaces.scope(namespace), namespace, key, self.key_secret)
+        return ids.id(generation)
 
     def promote_all(self) -> int:
         """The operator promotes every memory waiting in quarantine; how many."""
@@ -87,13 +103,18 @@ def in_process(name: str, service: MemoryService, clock: FakeClock | None) -> De
     def promote(memory: MemoryItem) -> None:
         service.promote(operator, memory.id, memory.version)
 
+    def reject(memory: MemoryItem) -> None:
+        service.reject(operator, memory.id, memory.version)
+
     return Deployment(
         name,
         lambda role, **options: GovernedStore.in_process(service, principals[role], **options),
         lambda: service.list_quarantine(operator, limit=500).items,
         promote,
+        reject,
         lambda memory_id: service.get(operator, memory_id),
         lambda memory_id: [event.type for event in service.history(operator, memory_id)],
+        tenant_secret(service, "acme"),
         clock,
     )
 
@@ -105,17 +126,25 @@ def over_http(served: Served) -> Deployment:
     }
     clients = {role: served.client(token) for role, token in tokens.items()}
     operator = clients["operator"]
+    key_secret = secrets.token_bytes(32)
 
     def promote(memory: MemoryItem) -> None:
         operator.promote(memory.id, memory.version)
 
+    def reject(memory: MemoryItem) -> None:
+        operator.reject(memory.id, memory.version)
+
     return Deployment(
         "http",
-        lambda role, **options: GovernedStore.over_http(clients[role], **options),
+        lambda role, **options: GovernedStore.over_http(
+            clients[role], **({"key_secret": key_secret} | options)
+        ),
         lambda: operator.list_quarantine(limit=500).items,
         promote,
+        reject,
         operator.get,
         lambda memory_id: [event.type for event in operator.history(memory_id)],
+        key_secret,
     )
 
 
@@ -147,6 +176,13 @@ def held_clock(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
     for store in make_store(request.param, tmp_path):
         service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
         yield in_process(request.param, service, clock)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def bare_service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryService]:
+    """A service in process on each SQL backend, for tests that bring their own principals."""
+    for store in make_store(request.param, tmp_path):
+        yield MemoryService(store, Keyring(secrets.token_bytes(32)))
 
 
 @pytest.fixture

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
+import secrets
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from langgraph.store.base import PutOp
 
-from governed_memory.core.model import MemoryItem
+from governed_memory.core.model import MemoryItem, Principal
+from governed_memory.core.values import Scope, Trust
+from governed_memory.crypto import Keyring
 from governed_memory.errors import (
     PermissionDenied,
     SelfPromotion,
@@ -19,22 +25,21 @@ from governed_memory.errors import (
 from governed_memory.integrations.langgraph import (
     Backend,
     GovernedStore,
+    IdTaken,
     ItemFields,
     NamespaceMap,
 )
 from governed_memory.integrations.langgraph.mapping import KeyIds
+from governed_memory.integrations.langgraph.store import tenant_secret
+from governed_memory.service import MemoryService
 from tests.integrations.conftest import FIELDS, ONE_SCOPE, Deployment
+
+if TYPE_CHECKING:
+    from governed_memory.client import Client
 
 NAMESPACE = ("memories", "user-1")
 #: LangMem's namespace ("memories", "{langgraph_user_id}") as purpose and subject.
 LANGMEM = NamespaceMap(agent_id="support-bot", purpose=0, subject_id=1)
-
-
-def first_id(
-    namespace: tuple[str, ...], key: str, generation: int = 0, namespaces: NamespaceMap = ONE_SCOPE
-) -> str:
-    """The id of a key's memory of that generation, where ``namespaces`` maps it."""
-    return KeyIds.of(namespaces.scope(namespace), namespace, key).id(generation)
 
 
 def test_an_agents_put_is_not_read_back_until_a_reviewer_promotes_it(
@@ -48,7 +53,7 @@ def test_an_agents_put_is_not_read_back_until_a_reviewer_promotes_it(
     assert agent.search(("memories",), query="dark mode") == []
     assert agent.search(("memories",)) == []
     assert agent.list_namespaces() == []
-    assert [m.id for m in deployment.quarantined()] == [first_id(NAMESPACE, "pref")]
+    assert [m.id for m in deployment.quarantined()] == [deployment.memory_id(NAMESPACE, "pref")]
     assert deployment.promote_all() == 1
     item = agent.get(NAMESPACE, "pref")
     assert item is not None and item.value == {"content": "prefers dark mode"}
@@ -69,13 +74,13 @@ def test_an_agents_put_over_an_active_memory_is_a_correction_for_review(
     assert seen is not None and seen.value == {"content": "likes tea"}
     waiting = deployment.quarantined()
     assert [(m.id, m.version, m.supersedes_id) for m in waiting] == [
-        (first_id(NAMESPACE, "pref", 1), 2, first_id(NAMESPACE, "pref"))
+        (deployment.memory_id(NAMESPACE, "pref", 1), 2, deployment.memory_id(NAMESPACE, "pref"))
     ]
     deployment.promote_all()
     seen = agent.get(NAMESPACE, "pref")
     assert seen is not None and seen.value == {"content": "likes green tea"}
     assert [i.value for i in agent.search(("memories",))] == [{"content": "likes green tea"}]
-    assert deployment.read(first_id(NAMESPACE, "pref")).status.value == "superseded"
+    assert deployment.read(deployment.memory_id(NAMESPACE, "pref")).status.value == "superseded"
 
 
 def test_a_trusted_put_over_an_existing_key_is_a_rewrite_at_the_current_version(
@@ -85,7 +90,7 @@ def test_a_trusted_put_over_an_existing_key_is_a_rewrite_at_the_current_version(
     app = deployment.store("app")
     app.put(NAMESPACE, "k", {"n": 1})
     app.put(NAMESPACE, "k", {"n": 2})
-    memory = deployment.read(first_id(NAMESPACE, "k"))
+    memory = deployment.read(deployment.memory_id(NAMESPACE, "k"))
     assert (memory.version, memory.status.value) == (2, "active")
     assert deployment.history(memory.id) == ["memory.written", "memory.written"]
     assert [i.value for i in app.search(("memories",))] == [{"n": 2}]
@@ -121,6 +126,7 @@ def test_a_put_racing_another_surfaces_a_conflict_never_overwrites(
         WriteMeanwhile(app.backend, lambda: other.put(NAMESPACE, "k", {"n": 1})),
         namespaces=ONE_SCOPE,
         fields=FIELDS["app"],
+        key_secret=deployment.key_secret,
     )
     with pytest.raises(VersionConflict):
         racing.put(NAMESPACE, "k", {"n": 2})
@@ -135,13 +141,13 @@ def test_a_delete_is_an_erasure_on_the_record(deployment: Deployment) -> None:
     app.put(NAMESPACE, "k", {"n": 1})
     operator.delete(NAMESPACE, "k")
     assert app.get(NAMESPACE, "k") is None
-    erased = deployment.read(first_id(NAMESPACE, "k"))
+    erased = deployment.read(deployment.memory_id(NAMESPACE, "k"))
     assert (erased.status.value, erased.content) == ("deleted", None)
     assert deployment.history(erased.id) == ["memory.written", "memory.erased"]
     app.put(NAMESPACE, "k", {"n": 2})
     again = app.get(NAMESPACE, "k")
     assert again is not None and again.value == {"n": 2}
-    assert deployment.read(first_id(NAMESPACE, "k", 1)).status.value == "active"
+    assert deployment.read(deployment.memory_id(NAMESPACE, "k", 1)).status.value == "active"
 
 
 def test_a_delete_erases_a_pending_correction_too(deployment: Deployment) -> None:
@@ -152,6 +158,46 @@ def test_a_delete_erases_a_pending_correction_too(deployment: Deployment) -> Non
     operator.delete(NAMESPACE, "k")
     assert deployment.quarantined() == []
     assert app.get(NAMESPACE, "k") is None
+
+
+def assert_no_generation_readable(deployment: Deployment, generations: int) -> None:
+    """Every generation of NAMESPACE's key "k" is deleted, its content gone, erased on the
+    record."""
+    for number in range(generations):
+        memory = deployment.read(deployment.memory_id(NAMESPACE, "k", number))
+        assert (memory.status.value, memory.content) == ("deleted", None), number
+        assert deployment.history(memory.id)[-1] == "memory.erased"
+
+
+def test_a_delete_erases_the_version_a_promoted_correction_superseded(
+    deployment: Deployment,
+) -> None:
+    """After a correction is promoted, the value it replaced lives on as a superseded
+    memory; deleting the key erases it too, so no version of any value stays readable."""
+    app, agent, operator = (deployment.store(r) for r in ("app", "agent", "operator"))
+    app.put(NAMESPACE, "k", {"v": "SECRET-ONE"})
+    agent.put(NAMESPACE, "k", {"v": "SECRET-TWO"})
+    assert deployment.promote_all() == 1
+    assert deployment.read(deployment.memory_id(NAMESPACE, "k", 0)).status.value == "superseded"
+    operator.delete(NAMESPACE, "k")
+    assert_no_generation_readable(deployment, 2)
+    assert app.get(NAMESPACE, "k") is None
+
+
+def test_a_delete_erases_rejected_proposals_too(deployment: Deployment) -> None:
+    """A correction a reviewer rejected keeps its content for review; deleting the key
+    erases it with the memory it proposed to correct."""
+    app, agent, operator = (deployment.store(r) for r in ("app", "agent", "operator"))
+    app.put(NAMESPACE, "k", {"v": "SECRET-ONE"})
+    agent.put(NAMESPACE, "k", {"v": "SECRET-TWO"})
+    (proposal,) = deployment.quarantined()
+    deployment.reject(proposal)
+    agent.put(NAMESPACE, "k", {"v": "SECRET-THREE"})
+    deployment.reject(deployment.quarantined()[0])
+    operator.delete(NAMESPACE, "k")
+    assert_no_generation_readable(deployment, 3)
+    operator.delete(NAMESPACE, "k")  # again: nothing left to erase, nothing refused
+    assert_no_generation_readable(deployment, 3)
 
 
 def test_nobody_deletes_what_their_own_principal_wrote_and_agents_delete_nothing(
@@ -177,7 +223,7 @@ def test_a_namespace_map_names_purpose_and_subject_from_the_namespace(
     app = deployment.store("app", LANGMEM, fields=fields)
     app.put(("memories", "user-1"), "a", {"content": "likes tea"})
     app.put(("memories", "user-2"), "b", {"content": "likes coffee"})
-    memory = deployment.read(first_id(("memories", "user-1"), "a", namespaces=LANGMEM))
+    memory = deployment.read(deployment.memory_id(("memories", "user-1"), "a", namespaces=LANGMEM))
     scope = (memory.agent_id, memory.purpose, memory.subject_id, memory.kind.value)
     assert scope == ("support-bot", "memories", "user-1", "preference")
     assert {i.key for i in app.search(("memories",), query="likes")} == {"a", "b"}
@@ -203,15 +249,76 @@ def test_a_search_never_leaves_the_scope_its_map_names(deployment: Deployment) -
 
 def test_memory_ids_are_stable_across_stores_and_show_no_key(deployment: Deployment) -> None:
     """Another store (another process) finds the key by the same id; the id holds neither
-    the key nor the namespace; a key secret gives other ids."""
+    the key nor the namespace."""
     deployment.store("app").put(NAMESPACE, "alice@example.com", {"n": 1})
     elsewhere = deployment.store("app")
     elsewhere.put(NAMESPACE, "alice@example.com", {"n": 2})
-    memory_id = first_id(NAMESPACE, "alice@example.com")
+    memory_id = deployment.memory_id(NAMESPACE, "alice@example.com")
     assert deployment.read(memory_id).version == 2
     assert "alice" not in memory_id and "memories" not in memory_id
+
+
+def test_memory_ids_are_keyed_by_a_secret_of_16_bytes_or_more(deployment: Deployment) -> None:
+    """Without the store's secret nobody computes a key's ids (an empty or guessed secret
+    gives other ids); a secret shorter than 16 bytes is refused, and over HTTP a store
+    without one."""
+    deployment.store("app").put(NAMESPACE, "alice@example.com", {"n": 1})
+    memory_id = deployment.memory_id(NAMESPACE, "alice@example.com")
+    assert deployment.read(memory_id).version == 1
     scope = ONE_SCOPE.scope(NAMESPACE)
-    assert KeyIds.of(scope, NAMESPACE, "alice@example.com", b"secret").id(0) != memory_id
+    guessed = hmac.new(
+        b"", json.dumps([*scope, list(NAMESPACE), "alice@example.com"]).encode(), hashlib.sha256
+    ).hexdigest()[:32]
+    assert guessed not in memory_id
+    assert KeyIds.of(scope, NAMESPACE, "alice@example.com", bytes(16)).id(0) != memory_id
+    for short in (b"", b"fifteen bytes!!"):
+        with pytest.raises(ValueError, match="key_secret"):
+            deployment.store("app", key_secret=short)
+    with pytest.raises(ValueError, match="key_secret"):
+        GovernedStore.over_http(cast("Client", object()), namespaces=ONE_SCOPE)
+
+
+def test_two_agents_never_share_a_keys_ids(deployment: Deployment) -> None:
+    """The agent is part of what the ids are derived from: the same namespace and key of
+    two agents are two memories."""
+    ids = {
+        deployment.memory_id(NAMESPACE, "k", namespaces=NamespaceMap(agent, 0, 1))
+        for agent in ("bot-a", "bot-b")
+    }
+    assert len(ids) == 2
+
+
+def test_in_process_the_default_secret_is_the_tenants_own(bare_service: MemoryService) -> None:
+    """A store in process without a key secret uses one derived from the service's master
+    key for the principal's tenant: another tenant, or another master key, gets another."""
+    mine = tenant_secret(bare_service, "acme")
+    other_key = MemoryService(bare_service.store, Keyring(secrets.token_bytes(32)))
+    assert len(mine) == 32 and mine == tenant_secret(bare_service, "acme")
+    assert mine not in {tenant_secret(bare_service, "globex"), tenant_secret(other_key, "acme")}
+
+
+def test_a_keys_id_held_by_another_agents_memory_is_a_clear_error(
+    bare_service: MemoryService,
+) -> None:
+    """Another agent of the tenant that writes the id of bot-a's key under its own agent
+    blocks the key: bot-a's put, which cannot see that memory, says so (IdTaken) rather
+    than failing as an ordinary conflict."""
+    scopes = frozenset({Scope.MEMORY_READ, Scope.MEMORY_WRITE})
+    bot_a = Principal("acme", "a", scopes, Trust.TRUSTED, frozenset({"bot-a"}))
+    bot_b = Principal("acme", "b", scopes, Trust.TRUSTED, frozenset({"bot-b"}))
+    mine = NamespaceMap(agent_id="bot-a", purpose="notes", subject_id="user-1")
+    fields = ItemFields(trust="trusted")
+    store = GovernedStore.in_process(bare_service, bot_a, namespaces=mine, fields=fields)
+    secret = tenant_secret(bare_service, "acme")
+    taken = KeyIds.of(mine.scope(("n",)), ("n",), "k", secret).id(0)
+    squat = {"agent_id": "bot-b", "purpose": "notes", "subject_id": "user-1"}
+    bare_service.write(
+        bot_b,
+        fields.request() | squat | {"id": taken, "content": "mine now", "expected_version": 0},
+    )
+    with pytest.raises(IdTaken, match="cannot see"):
+        store.put(("n",), "k", {"v": 1})
+    assert store.get(("n",), "k") is None
 
 
 def test_ttl_minutes_become_the_memorys_expiry_within_its_kinds_policy(
@@ -222,9 +329,9 @@ def test_ttl_minutes_become_the_memorys_expiry_within_its_kinds_policy(
     app = held_clock.store("app")
     app.put(NAMESPACE, "short", {"n": 1}, ttl=90)
     app.put(NAMESPACE, "default", {"n": 2}, ttl=None)
-    short = held_clock.read(first_id(NAMESPACE, "short"))
+    short = held_clock.read(held_clock.memory_id(NAMESPACE, "short"))
     assert short.expires_at - short.updated_at == timedelta(minutes=90)
-    default = held_clock.read(first_id(NAMESPACE, "default"))
+    default = held_clock.read(held_clock.memory_id(NAMESPACE, "default"))
     assert default.expires_at - default.updated_at == timedelta(days=90)  # fact's default
     with pytest.raises(ValidationError):
         app.put(NAMESPACE, "long", {"n": 3}, ttl=731 * 24 * 60)
@@ -233,7 +340,7 @@ def test_ttl_minutes_become_the_memorys_expiry_within_its_kinds_policy(
     assert app.get(NAMESPACE, "short") is None
     assert [i.key for i in app.search(("memories",))] == ["default"]
     app.put(NAMESPACE, "short", {"n": 4})  # an expired key is written anew
-    assert held_clock.read(first_id(NAMESPACE, "short", 1)).status.value == "active"
+    assert held_clock.read(held_clock.memory_id(NAMESPACE, "short", 1)).status.value == "active"
 
 
 def test_the_async_api_runs_the_same_operations(deployment: Deployment) -> None:
@@ -262,7 +369,10 @@ def test_a_key_erased_and_written_again_many_times_reads_its_newest_memory(
         app.put(NAMESPACE, "k", {"n": generation})
         found = app.get(NAMESPACE, "k")
         assert found is not None and found.value == {"n": generation}
-        assert deployment.read(first_id(NAMESPACE, "k", generation)).status.value == "active"
+        assert (
+            deployment.read(deployment.memory_id(NAMESPACE, "k", generation)).status.value
+            == "active"
+        )
         operator.delete(NAMESPACE, "k")
         assert app.get(NAMESPACE, "k") is None
 

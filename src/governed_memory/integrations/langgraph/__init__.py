@@ -9,12 +9,14 @@ LangGraph's own stores: ``docs/integrations.md``.
 
 from governed_memory.integrations.langgraph.backends import Backend, ClientBackend, ServiceBackend
 from governed_memory.integrations.langgraph.mapping import ItemFields, NamespaceMap
+from governed_memory.integrations.langgraph.operations import IdTaken
 from governed_memory.integrations.langgraph.store import GovernedStore
 
 __all__ = [
     "Backend",
     "ClientBackend",
     "GovernedStore",
+    "IdTaken",
     "ItemFields",
     "NamespaceMap",
     "ServiceBackend",

@@ -20,9 +20,6 @@ from governed_memory.core.values import Status
 from governed_memory.integrations.langgraph.backends import Backend
 from governed_memory.integrations.langgraph.mapping import KeyIds
 
-#: Statuses a memory may still be rewritten or erased in.
-LIVE = frozenset({Status.ACTIVE, Status.QUARANTINED})
-
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
@@ -38,12 +35,9 @@ class KeyState:
         """The id of the generation a new memory of this key gets."""
         return self.ids.id(self.number + 1)
 
-    def live(self) -> list[MemoryItem]:
-        """The key's memories that still hold a value (what a delete erases)."""
-        found = [self.latest] if self.latest and self.latest.status in LIVE else []
-        if self.visible is not None and self.visible not in found:
-            found.append(self.visible)
-        return found
+    def generations(self) -> list[str]:
+        """The ids of every generation the key has had, newest first."""
+        return [self.ids.id(number) for number in range(self.number, -1, -1)]
 
 
 def resolve(backend: Backend, ids: KeyIds) -> KeyState:

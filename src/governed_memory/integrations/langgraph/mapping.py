@@ -4,9 +4,10 @@
   ``purpose`` and ``subject_id``, either the position of the namespace that holds it or
   a fixed value. The whole namespace is kept too, inside the sealed content.
 * A **key** becomes memory ids: ``lg-<digest>-<n>``, the digest an HMAC-SHA-256 of the
-  scope, the namespace and the key (under a secret you may configure, empty by default), ``n`` the
-  generation (a new one for each correction or re-creation after a delete). Any process
-  computes the same ids, and an id shows neither the key nor the namespace.
+  scope (the agent first), the namespace and the key under a secret of at least
+  :data:`MIN_SECRET` bytes, ``n`` the generation (a new one for each correction or
+  re-creation after a delete). Any process holding the secret computes the same ids;
+  nobody else can compute one, or tell a key or namespace from it.
 * A **value** is stored with its namespace and key as the memory's content, a JSON
   document (:func:`seal_envelope`): content is the only field that is encrypted and
   destroyed on erasure, so nothing of a value stays behind in an identifier.
@@ -26,6 +27,8 @@ from governed_memory.core.values import Kind, Trust
 
 #: The prefix of every id this adapter assigns.
 ID_PREFIX = "lg-"
+#: The fewest bytes a key secret has.
+MIN_SECRET = 16
 #: A namespace position that the pattern of ``list_namespaces`` leaves open.
 WILDCARD = "*"
 
@@ -185,12 +188,22 @@ class KeyIds:
     digest: str
 
     @classmethod
-    def of(cls, scope: Scope, namespace: Sequence[str], key: str, secret: bytes = b"") -> KeyIds:
+    def of(cls, scope: Scope, namespace: Sequence[str], key: str, secret: bytes) -> KeyIds:
         """The ids of ``key`` in ``namespace`` mapped to ``scope`` (two maps that send a
-        namespace to two scopes give two memories); with a ``secret``, unguessable."""
+        namespace to two scopes, or two agents, give two memories), under ``secret``."""
         message = json.dumps([*scope, list(namespace), key], ensure_ascii=False).encode("utf-8")
-        digest = hmac.new(secret, message, hashlib.sha256).hexdigest()
+        digest = hmac.new(check_secret(secret), message, hashlib.sha256).hexdigest()
         return cls(digest[:32])
 
     def id(self, generation: int) -> str:
         return f"{ID_PREFIX}{self.digest}-{generation}"
+
+
+def check_secret(secret: object) -> bytes:
+    """``secret`` if it is bytes of at least :data:`MIN_SECRET`; else a ``ValueError``."""
+    if not isinstance(secret, bytes) or len(secret) < MIN_SECRET:
+        raise ValueError(
+            f"key_secret must be bytes of at least {MIN_SECRET} (memory ids are an HMAC "
+            "under it: without a secret anyone could compute them); e.g. secrets.token_bytes(32)"
+        )
+    return secret

@@ -15,6 +15,7 @@ from langgraph.store.base import Item, ListNamespacesOp, PutOp, SearchItem, Sear
 
 from governed_memory.core.model import MemoryItem
 from governed_memory.core.values import Status, Trust
+from governed_memory.errors import InvalidTransition
 from governed_memory.integrations.langgraph.backends import Backend
 from governed_memory.integrations.langgraph.filters import matches, namespace_matches
 from governed_memory.integrations.langgraph.keys import KeyState, resolve
@@ -25,6 +26,7 @@ from governed_memory.integrations.langgraph.mapping import (
     NamespaceMap,
     Scope,
     SearchScope,
+    check_secret,
     open_envelope,
     seal_envelope,
 )
@@ -43,13 +45,22 @@ class Settings:
 
     namespaces: NamespaceMap
     fields: FieldsOf
-    key_secret: bytes = b""
+    key_secret: bytes
+
+    def __post_init__(self) -> None:
+        check_secret(self.key_secret)
 
     def fields_of(
         self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
     ) -> ItemFields:
         fields = self.fields
         return fields if isinstance(fields, ItemFields) else fields(namespace, key, value)
+
+
+class IdTaken(InvalidTransition):
+    """The id a new memory of a key gets is held by a memory the store's principal cannot
+    see: written by another agent of the tenant that holds the key secret. Writing the
+    same id again cannot succeed."""
 
 
 class Operations:
@@ -81,13 +92,26 @@ class Operations:
         memory_id, expected, supersedes = _target(state, fields.trust)
         if supersedes is not None:
             request["supersedes_id"] = supersedes
-        self.backend.write(memory_id, request | {"expected_version": expected})
+        try:
+            self.backend.write(memory_id, request | {"expected_version": expected})
+        except InvalidTransition:
+            if expected == 0 and self.backend.get(memory_id) is None:
+                raise IdTaken(
+                    f"memory id {memory_id!r} of this key is held by a memory this principal "
+                    "cannot see (another agent's); the key cannot be written until that "
+                    "memory is erased"
+                ) from None
+            raise
         return None
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
-        """Erase the key's live memories (its visible one and a pending correction)."""
-        for memory in self._state(namespace, key).live():
-            self.backend.erase(memory.id)
+        """Erase every generation of the key not deleted yet, newest first: its visible
+        memory, a pending correction, and what corrections superseded, reviewers rejected
+        or time expired, so that no version of any value stays readable."""
+        for memory_id in self._state(namespace, key).generations():
+            memory = self.backend.get(memory_id)
+            if memory is not None and memory.status is not Status.DELETED:
+                self.backend.erase(memory_id)
 
     def _state(self, namespace: tuple[str, ...], key: str, scope: Scope | None = None) -> KeyState:
         """The key's memories, found by the ids of its scope (the namespace must name one)."""
