@@ -72,6 +72,27 @@ def test_a_shared_window_starts_afresh_when_the_next_window_begins(tmp_path: Pat
     second.close()
 
 
+def test_a_late_request_of_an_older_window_neither_resets_nor_escapes_the_newer_one(
+    tmp_path: Path,
+) -> None:
+    """Limit 3: window 0 is used up, then A uses up window 1; a request B stamped with
+    window 0 (its clock read late) counts in window 1 and is refused, and A's next request
+    is refused too: the shared window never moves back."""
+    now = {"a": 0.0, "b": 0.0}
+    a = SharedWindowLimiter(tmp_path / "rate.sqlite3", 3, 60, clock=lambda: now["a"])
+    b = SharedWindowLimiter(tmp_path / "rate.sqlite3", 3, 60, clock=lambda: now["b"])
+    assert [a.hit("k").allowed for _ in range(3)] == [True, True, True]
+    now["a"] = 61.0
+    assert [a.hit("k").allowed for _ in range(3)] == [True, True, True]
+    late = b.hit("k")  # b's clock still says window 0
+    assert not late.allowed and late.remaining == 0
+    assert not a.hit("k").allowed
+    now["b"] = 121.0
+    assert b.hit("k").allowed  # window 2 starts afresh
+    a.close()
+    b.close()
+
+
 def test_one_holder_of_the_expiry_lock_at_a_time_and_the_next_takes_over(
     tmp_path: Path,
 ) -> None:
