@@ -250,6 +250,7 @@ class ReplayReport:
     events: int
     items: int
     differences: list[str]
+    index_differences: int = 0  # how many of them are the search index's (gmem reindex)
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import open_service
+from governed_memory.store.sqlite.index_rows import pack, unpack
 from tests.cli.conftest import Gmem
 from tests.support.fakes import FakeClock, body, principal
 from tests.support.legacy import write_legacy
@@ -80,9 +81,37 @@ def test_replay_verify_fails_on_a_removed_search_row(gmem: Gmem, tmp_path: Path)
     run = gmem("replay", "--verify", "--data-dir", str(tmp_path))
     assert run.status == 1
     assert run.out == "acme/m-1: search rows differ from its content's: postings\n"
-    assert run.err == "gmem: error: replay found 1 difference(s)\n"
+    assert run.err == (
+        "gmem: error: replay found 1 difference(s); 1 in the search index: "
+        "`gmem reindex` rebuilds it from content\n"
+    )
     assert gmem("replay", "--data-dir", str(tmp_path)).status == 0
     assert gmem("replay", "--verify", "--data-dir", str(tmp_path)).status == 0
+
+
+def test_a_drifted_search_document_is_repaired_by_reindex_not_replay(
+    gmem: Gmem, tmp_path: Path
+) -> None:
+    """A document whose frequencies no longer match its content: replay --verify names
+    `gmem reindex` as the repair; replay copies the held document (its content is
+    unchanged) so verify still fails; reindex tokenizes the content again and verify is
+    clean."""
+    write_items(tmp_path)
+    with sqlite3.connect(tmp_path / "gmem.sqlite3") as conn:
+        (rowid,) = conn.execute("SELECT rowid FROM memories WHERE id = 'm-1'").fetchone()
+        terms, tfs = conn.execute(
+            "SELECT terms, tfs FROM search_docs WHERE item = ?", (rowid,)
+        ).fetchone()
+        bumped = pack({term: tf + 1 for term, tf in unpack(terms, tfs).items()})[1]
+        conn.execute("UPDATE search_docs SET tfs = ? WHERE item = ?", (bumped, rowid))
+    run = gmem("replay", "--verify", "--data-dir", str(tmp_path))
+    assert run.status == 1 and run.out.startswith("acme/m-1: search rows differ")
+    assert "`gmem reindex` rebuilds it from content" in run.err
+    assert gmem("replay", "--data-dir", str(tmp_path)).status == 0
+    assert gmem("replay", "--verify", "--data-dir", str(tmp_path)).status == 1
+    assert gmem("reindex", "--data-dir", str(tmp_path)).status == 0
+    clean = gmem("replay", "--verify", "--data-dir", str(tmp_path))
+    assert clean.status == 0 and "replay clean" in clean.out
 
 
 def test_expire_expires_what_is_due(gmem: Gmem, tmp_path: Path) -> None:

@@ -278,7 +278,8 @@ def test_the_rate_limit_counts_per_key_on_each_instance(tmp_path: Path) -> None:
                 assert statuses == [404, 404, 404, 429]
                 refused = client.get("/v1/memories/x", headers=busy).json()
                 assert refused["detail"] == (
-                    f"at most {limit} requests per 3600 s per API key on this instance"
+                    f"at most {limit} requests per 3600 s per API key, counted by this "
+                    "server's processes (other instances count their own)"
                 )
                 assert client.get("/v1/memories/x", headers=other).status_code == 404
     finally:

@@ -21,10 +21,11 @@ import httpx
 import pytest
 
 from governed_memory.http.shared import LeaderLock, SharedWindowLimiter
+from governed_memory.http.workers import restart_delay
 from tests.conftest import postgres_dsn
 from tests.support.fakes import write_body
 from tests.support.postgres import fresh_schema
-from tests.support.processes import create_key, serving
+from tests.support.processes import create_key, free_port, serving, start_serve, wait_ready
 
 LIMIT = 60
 LEADS = "this process now runs the expiry worker"
@@ -69,6 +70,27 @@ def test_a_shared_window_starts_afresh_when_the_next_window_begins(tmp_path: Pat
     assert decision.remaining == 1
     first.close()
     second.close()
+
+
+def test_a_late_request_of_an_older_window_neither_resets_nor_escapes_the_newer_one(
+    tmp_path: Path,
+) -> None:
+    """Limit 3: window 0 is used up, then A uses up window 1; a request B stamped with
+    window 0 (its clock read late) counts in window 1 and is refused, and A's next request
+    is refused too: the shared window never moves back."""
+    now = {"a": 0.0, "b": 0.0}
+    a = SharedWindowLimiter(tmp_path / "rate.sqlite3", 3, 60, clock=lambda: now["a"])
+    b = SharedWindowLimiter(tmp_path / "rate.sqlite3", 3, 60, clock=lambda: now["b"])
+    assert [a.hit("k").allowed for _ in range(3)] == [True, True, True]
+    now["a"] = 61.0
+    assert [a.hit("k").allowed for _ in range(3)] == [True, True, True]
+    late = b.hit("k")  # b's clock still says window 0
+    assert not late.allowed and late.remaining == 0
+    assert not a.hit("k").allowed
+    now["b"] = 121.0
+    assert b.hit("k").allowed  # window 2 starts afresh
+    a.close()
+    b.close()
 
 
 def test_one_holder_of_the_expiry_lock_at_a_time_and_the_next_takes_over(
@@ -255,3 +277,46 @@ def test_a_store_that_cannot_open_is_reported_once_not_by_every_worker(tmp_path:
     assert done.returncode == 1
     assert done.stderr.count("gmem: error:") == 1
     assert "Started server process" not in done.stderr
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process ``pid`` has ended (a zombie counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return status.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_workers_shut_down_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    """SIGKILL to the supervisor (it can pass nothing on) still ends every worker within a
+    few seconds, and the port stops answering."""
+    env = os.environ | {"GMEM_WORKERS": "2", "GMEM_MASTER_KEY": "A" * 43 + "="}
+    port, log = free_port(), tmp_path / "serve.log"
+    process = start_serve(tmp_path / "data", log, port, env)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process, log)
+        deadline = time.monotonic() + 20
+        while (
+            len(pids := set(re.findall(r"Started server process \[(\d+)\]", log.read_text()))) < 2
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        while not all(_gone(int(pid)) for pid in pids):
+            assert time.monotonic() < deadline, "a worker outlived its supervisor"
+            time.sleep(0.1)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/health/live", timeout=2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_worker_that_keeps_dying_is_restarted_ever_more_slowly() -> None:
+    """0.5 s after the first quick death, doubling with each, at most 30 s."""
+    assert [restart_delay(n) for n in range(9)] == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+    assert restart_delay(10_000) == 30

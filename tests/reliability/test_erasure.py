@@ -40,7 +40,7 @@ from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
-from governed_memory.store.sqlite.index_rows import unpack
+from governed_memory.store.sqlite.index_rows import pack, unpack
 from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
@@ -260,6 +260,8 @@ class Tamperable:
     service: MemoryService
     read: Read
     write: Tamper
+    drift: Callable[[str], None]  # each term frequency of the item's document + 1
+    postings: Callable[[str], int]  # how many postings the item has
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -279,7 +281,23 @@ def tamperable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tampe
             with sqlite3.connect(path) as conn:
                 conn.execute("UPDATE memories SET content = ? WHERE id = ?", (blob, memory_id))
 
-        yield _tamperable(store, read, write)
+        def drift(memory_id: str) -> None:
+            with sqlite3.connect(path) as conn:
+                rowid = conn.execute(_ROWID, (memory_id,)).fetchone()[0]
+                terms, tfs = conn.execute(
+                    "SELECT terms, tfs FROM search_docs WHERE item = ?", (rowid,)
+                ).fetchone()
+                bumped = {term: tf + 1 for term, tf in unpack(terms, tfs).items()}
+                conn.execute(
+                    "UPDATE search_docs SET tfs = ? WHERE item = ?", (pack(bumped)[1], rowid)
+                )
+
+        def postings(memory_id: str) -> int:
+            with sqlite3.connect(path) as conn:
+                query = _POSTINGS.replace("%s", "?")
+                return int(conn.execute(query, (memory_id,)).fetchone()[0])
+
+        yield _tamperable(store, read, write, drift, postings)
         store.close()
         return
     dsn = postgres_dsn()
@@ -302,16 +320,43 @@ def tamperable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tampe
             query = sql.SQL("UPDATE {} SET content = %s WHERE id = %s").format(table)
             conn.execute(query, (blob, memory_id))
 
+    def pg_drift(memory_id: str) -> None:
+        with psycopg.connect(dsn) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            conn.execute(
+                "UPDATE search_docs SET tfs = (SELECT array_agg(tf + 1 ORDER BY n) "
+                "FROM unnest(tfs) WITH ORDINALITY AS u (tf, n)) "
+                "WHERE item = (SELECT rowid FROM memories WHERE id = %s)",
+                (memory_id,),
+            )
+
+    def pg_postings(memory_id: str) -> int:
+        with psycopg.connect(dsn) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            row = conn.execute(_POSTINGS, (memory_id,)).fetchone()
+            assert row is not None
+            return int(row[0])
+
     try:
-        yield _tamperable(pg, pg_read, pg_write)
+        yield _tamperable(pg, pg_read, pg_write, pg_drift, pg_postings)
     finally:
         pg.drop_schema()
         pg.close()
 
 
-def _tamperable(store: Store, read: Read, write: Tamper) -> Tamperable:
+_ROWID = "SELECT rowid FROM memories WHERE id = ?"
+_POSTINGS = "SELECT count(*) FROM postings WHERE item = (SELECT rowid FROM memories WHERE id = %s)"
+
+
+def _tamperable(
+    store: Store,
+    read: Read,
+    write: Tamper,
+    drift: Callable[[str], None],
+    postings: Callable[[str], int],
+) -> Tamperable:
     service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
-    return Tamperable(service, read, write)
+    return Tamperable(service, read, write, drift, postings)
 
 
 def body(memory_id: str, subject: str, content: str) -> dict[str, Any]:
@@ -346,6 +391,28 @@ def test_content_swapped_between_items_is_an_error(
     with pytest.raises(CryptoError):
         service.search(WRITER, {"agent_id": "support-bot", "purpose": "support", "query": "alpha"})
     assert service.get(WRITER, "b").content == "Beta belongs to item b."
+
+
+def test_a_forgotten_item_leaves_no_posting_even_if_its_document_drifted(
+    tamperable: Tamperable, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Postings are deleted by keys recomputed from the search document; when the document
+    disagrees with them (here each frequency is off by one), forget still deletes every
+    posting of the item (by a scan) and says so in a content-free warning; the bystander's
+    postings stay."""
+    service = tamperable.service
+    service.write(WRITER, body("a", "s1", "Alpha alpha drifted document about a canary."))
+    service.write(WRITER, body("b", "s2", "Beta keeps its canary postings."))
+    kept = tamperable.postings("b")
+    assert tamperable.postings("a") > 0 and kept > 0
+    tamperable.drift("a")
+    with caplog.at_level("WARNING", logger="governed_memory.store"):
+        service.forget_subject(WRITER, "s1")
+    assert tamperable.postings("a") == 0
+    assert tamperable.postings("b") == kept
+    warnings = [r.getMessage() for r in caplog.records if r.name == "governed_memory.store"]
+    assert len(warnings) == 1 and "stray postings" in warnings[0]
+    assert "lpha" not in warnings[0] and "canary" not in warnings[0]
 
 
 def test_an_item_forgotten_while_it_is_read_shows_no_content(tamperable: Tamperable) -> None:

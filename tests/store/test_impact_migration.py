@@ -144,3 +144,33 @@ def test_a_postgres_store_made_before_impact_postings_searches_verifies_and_chan
                     conn.execute(statement.encode())
 
     check_migration(lambda: PostgresStore(dsn, schema=schema), to_old_schema)
+
+
+def test_a_postgres_document_term_without_a_posting_does_not_shift_the_frequencies(
+    postgres_schema: tuple[str, str],
+) -> None:
+    """The migration builds each document's frequencies beside its terms; a term whose old
+    posting is missing (drift) gets frequency 1 in its own place, and every other term
+    keeps its own frequency."""
+    dsn, schema = postgres_schema
+    keyring, clock = Keyring(secrets.token_bytes(32)), FakeClock()
+    service = MemoryService(PostgresStore(dsn, schema=schema), keyring, clock=clock)
+    service.write(WRITER, body(id="m", content="Alpha beta beta gamma gamma gamma delta."))
+    service.store.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        for statement in POSTGRES_BEFORE_0009.split(";"):
+            if statement.strip():
+                conn.execute(statement.encode())
+        row = conn.execute("SELECT item, scope, terms FROM search_docs").fetchone()
+        assert row is not None
+        item, scope, terms = row
+        old = dict(conn.execute("SELECT term, tf FROM postings WHERE item = %s", (item,)))
+        missing = terms[0]
+        conn.execute("DELETE FROM postings WHERE term = %s AND item = %s", (missing, item))
+        PostgresStore(dsn, schema=schema).close()  # runs migration 0009
+        migrated = conn.execute("SELECT terms, tfs FROM search_docs WHERE scope = %s", (scope,))
+        found = migrated.fetchone()
+    assert found is not None and len(found[0]) == len(found[1]) == len(terms)
+    assert dict(zip(found[0], found[1], strict=True)) == old | {missing: 1}
+    assert sorted(old.values()) == [1, 1, 2, 3]

@@ -110,7 +110,13 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
     for difference in report.differences:
         print(difference, file=out)
     if not report.ok:
-        raise CommandError(f"replay found {len(report.differences)} difference(s)")
+        repair = (
+            f"; {report.index_differences} in the search index: `gmem reindex` rebuilds it "
+            "from content"
+            if report.index_differences
+            else ""
+        )
+        raise CommandError(f"replay found {len(report.differences)} difference(s){repair}")
     print(f"replay clean: {report.events} event(s), {report.items} item(s)", file=out)
     return 0
 

@@ -80,7 +80,8 @@ class FixedWindowLimiter:
         state[STATE_KEY] = decision
         if not decision.allowed:
             raise RateLimited(
-                f"at most {self.limit} requests per {self.window} s per API key on this instance",
+                f"at most {self.limit} requests per {self.window} s per API key, counted by "
+                "this server's processes (other instances count their own)",
                 retry_after=decision.reset_seconds,
             )
 

@@ -52,8 +52,10 @@ _SCHEMA = (
 _COUNT = (
     "INSERT INTO windows (key, win, count) VALUES (?, ?, 1)"
     " ON CONFLICT (key) DO UPDATE SET"
-    " count = CASE WHEN win = excluded.win THEN count + 1 ELSE 1 END,"
-    " win = excluded.win"
+    # The window never moves back: a request stamped with an older window (its clock read
+    # before another worker's newer one) counts in the newer window, never resets it.
+    " count = CASE WHEN excluded.win > win THEN 1 ELSE count + 1 END,"
+    " win = max(win, excluded.win)"
     " RETURNING count"
 )
 
@@ -76,12 +78,12 @@ class SharedWindowLimiter(FixedWindowLimiter):
         self._counted = 0
 
     def hit(self, key: str) -> RateDecision:
-        now = self._clock()
-        window = int(now // self.window)
-        reset = max(1, math.ceil((window + 1) * self.window - now))
         with self._lock:
             fcntl.flock(self._turn, fcntl.LOCK_EX)
-            try:
+            try:  # the clock is read in turn, so the windows the workers stamp only grow
+                now = self._clock()
+                window = int(now // self.window)
+                reset = max(1, math.ceil((window + 1) * self.window - now))
                 (count,) = self._conn.execute(_COUNT, (key, window)).fetchone()
                 self._counted += 1
                 if self._counted % PRUNE_EVERY == 0:

@@ -10,12 +10,18 @@ connections, its own group commit and its own purge of SQLite's write-ahead log.
 SIGTERM or SIGINT to the supervisor is passed to every worker, each of which shuts down
 gracefully (stops accepting, finishes its requests, stops its expiry loop, closes its
 store); a worker still running after the grace period is killed. A worker that dies while
-serving is replaced; one that dies before it opened its store and built its app stops the
-whole server with one line, instead of being restarted forever.
+serving is replaced, after a delay that doubles while its replacements keep dying
+(:func:`restart_delay`); one that dies before it opened its store and built its app stops
+the whole server with one line, instead of being restarted forever. A worker whose
+supervisor is gone (even killed with SIGKILL) shuts down as on SIGTERM: on Linux the
+kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), elsewhere a thread notices its parent
+changed.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -23,7 +29,9 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -41,13 +49,46 @@ log = logging.getLogger("governed_memory.http")
 #: How long the workers get to finish their requests after SIGTERM, beyond uvicorn's own.
 GRACE_SECONDS = 40.0
 PROMETHEUS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+#: A replaced worker's first restart delay, and the most it grows to.
+RESTART_DELAY, RESTART_DELAY_MAX = 0.5, 30.0
+#: A worker that served this long before dying counts as healthy: the delay starts over.
+STABLE_SECONDS = 60.0
+_PR_SET_PDEATHSIG = 1
+
+
+def restart_delay(dying: int) -> float:
+    """How long to wait before replacing a worker whose last ``dying`` replacements died
+    soon after starting: 0.5 s, doubling, at most 30 s."""
+    return float(min(RESTART_DELAY_MAX, RESTART_DELAY * 2 ** min(dying, 16)))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Shut down as on SIGTERM when the supervisor ``parent`` is gone, however it ended."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if os.getppid() != parent:  # it died before the kernel was told
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, name="gmem-parent-watch", daemon=True).start()
 
 
 def run_worker(
-    settings: Settings, limits: Limits, shared: str, listener: socket.socket, ready: Ready
+    settings: Settings,
+    limits: Limits,
+    shared: str,
+    listener: socket.socket,
+    ready: Ready,
+    parent: int,
 ) -> None:
     """One worker process: the app over its own store, served on the inherited socket;
-    ``ready`` is set once the app is built (its store open)."""
+    ``ready`` is set once the app is built (its store open); it ends with ``parent``."""
+    _exit_with_parent(parent)
     from governed_memory.http.app import create_app
     from governed_memory.http.server import serve_socket
     from governed_memory.observability import configure_logging
@@ -69,22 +110,33 @@ class Supervisor:
     workers: dict[int, tuple[BaseProcess, Ready]] = field(default_factory=dict)
     stopping: bool = False
     failed: bool = False
+    started: dict[int, float] = field(default_factory=dict)  # each slot's last start
+    dying: dict[int, int] = field(default_factory=dict)  # its replacements that soon died
+    due: dict[int, float] = field(default_factory=dict)  # when a dead slot is replaced
 
     def start(self, slot: int) -> None:
         context = multiprocessing.get_context("spawn")
         ready = context.Event()
         process = context.Process(
             target=run_worker,
-            args=(self.settings, self.limits, str(self.shared), self.listener, ready),
+            args=(self.settings, self.limits, str(self.shared), self.listener, ready, os.getpid()),
             name=f"gmem-worker-{slot}",
         )
         process.start()
         self.workers[slot] = (process, ready)
+        self.started[slot] = time.monotonic()
 
     def watch(self) -> None:
-        """Replace a worker that died while serving; stop all if one failed to start."""
+        """Replace a worker that died while serving (after :func:`restart_delay`); stop all
+        if one failed to start."""
+        now = time.monotonic()
         for slot, (process, ready) in list(self.workers.items()):
             if process.is_alive() or self.stopping:
+                continue
+            if slot in self.due:
+                if now >= self.due[slot]:
+                    del self.due[slot]
+                    self.start(slot)
                 continue
             if not ready.is_set():
                 log.error(
@@ -94,12 +146,15 @@ class Supervisor:
                 )
                 self.failed = self.stopping = True
                 return
+            lived = now - self.started.get(slot, now)
+            self.dying[slot] = 0 if lived >= STABLE_SECONDS else self.dying.get(slot, 0) + 1
+            delay = restart_delay(self.dying[slot] - 1) if self.dying[slot] else 0.0
             log.warning(
-                "worker %s exited (%s); starting another",
-                *(slot, process.exitcode),
-                extra={"worker": slot, "exit_code": process.exitcode},
+                "worker %s exited (%s); starting another in %.1f s",
+                *(slot, process.exitcode, delay),
+                extra={"worker": slot, "exit_code": process.exitcode, "delay": delay},
             )
-            self.start(slot)
+            self.due[slot] = now + delay
 
     def stop(self) -> None:
         """SIGTERM every worker, wait for them, kill the ones that do not finish."""
@@ -123,9 +178,11 @@ class Supervisor:
             for slot in range(count):
                 self.start(slot)
             while not self.stopping:
-                multiprocessing.connection.wait(
-                    [process.sentinel for process, _ in self.workers.values()], timeout=0.5
-                )
+                alive = [p.sentinel for p, _ in self.workers.values() if p.is_alive()]
+                if alive:
+                    multiprocessing.connection.wait(alive, timeout=0.5)
+                else:
+                    time.sleep(0.1)
                 self.watch()
         finally:
             self.stop()

@@ -59,8 +59,10 @@ class Maintenance:
         """Replace every tenant's projection and postings with the fold of its log; the
         number of items.
 
-        Searchable items need their plaintext to be indexed again: every active item is
-        decrypted with its keys (see :mod:`.reindex`).
+        An active item whose content the index already holds (same content version and
+        hash) keeps its held document, unopened; only the others (and all of them with
+        semantic recall on) are decrypted and indexed again (see :mod:`.reindex`). A
+        document that drifted from its content is therefore kept: :meth:`reindex` repairs it.
         """
         return Rebuild(self._store, self._vault, self._indexer, on_progress).run()
 

@@ -40,7 +40,7 @@ class Verify:
         """Fold each tenant's log and compare; read each tenant's log, items, search rows
         and keys in one snapshot, so a write going on meanwhile is no difference.
         ``on_step`` is told of the events read (stage "verify")."""
-        events = items = 0
+        events = items = in_index = 0
         differences: list[str] = []
         index = self._index_comparable(differences)
         on_step(Step("verify", 0, None, "events"))
@@ -67,9 +67,11 @@ class Verify:
             if rebuilt is not None:
                 differences.extend(diff(rebuilt, live))
             if index:
-                differences.extend(self._index_differences(tenant, live.values(), rows, keys))
+                found = list(self._index_differences(tenant, live.values(), rows, keys))
+                in_index += len(found)
+                differences.extend(found)
         on_step(Step("verify", events, events, "events"))
-        return ReplayReport(events, items, differences)
+        return ReplayReport(events, items, differences, in_index)
 
     def _index_comparable(self, differences: list[str]) -> bool:
         """Whether the index was built with this service's settings (else its rows cannot

@@ -17,6 +17,7 @@ others are committed again one by one, so only that one fails.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
@@ -56,6 +57,7 @@ from governed_memory.store.postgres.database import Connection, PostgresDatabase
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[TupleRow]
+log = logging.getLogger("governed_memory.store")
 
 
 class PostgresBatches:
@@ -122,7 +124,10 @@ class PostgresBatches:
         aborted part of a pipeline is otherwise remembered as prepared though the server
         skipped it.
         """
-        cursors = _pipelined(conn, partial(self._send, conn, [p.batch for p in group]))
+        drops: list[Cursor] = []
+        batches = [p.batch for p in group]
+        cursors = _pipelined(conn, partial(self._send, conn, batches, drops))
+        _warn_stray_postings(drops)
         for pending, batch_cursors in zip(group, cursors, strict=True):
             pending.committed = True
             pending.result = [
@@ -130,17 +135,19 @@ class PostgresBatches:
                 for event, cursor in zip(pending.batch.events, batch_cursors, strict=True)
             ]
 
-    def _send(self, conn: Connection, batches: list[Batch]) -> list[list[Cursor]]:
+    def _send(
+        self, conn: Connection, batches: list[Batch], drops: list[Cursor]
+    ) -> list[list[Cursor]]:
         """Queue the transaction of ``batches``, each checked in the SQLite store's order.
 
         The cursors of the event inserts are returned, to read the positions from once
-        the pipeline is synced.
+        the pipeline is synced (those of the index drops are added to ``drops``).
         """
         self.begin(conn)
         cursors = []
         for batch in batches:
             for change in batch.changes:
-                _write_item(conn, change)
+                _write_item(conn, change, drops)
             cursors.append(_send_events(conn, batch))
             if batch.destroy_item_key is not None:
                 conn.execute(
@@ -279,12 +286,12 @@ def _guard_params(batch: Batch) -> dict[str, Any]:
     return params
 
 
-def _write_item(conn: Connection, change: ItemChange) -> None:
+def _write_item(conn: Connection, change: ItemChange, drops: list[Cursor]) -> None:
     """The item's row (inserted, or updated under its version guard) and its postings."""
     item = change.item
     params = dict(zip(ITEM_COLUMNS, item_row(item), strict=True))
     if change.expected_version != 0:
-        conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id})
+        drops.append(conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
         params["expected"] = change.expected_version
     index = change.index
     if index is not None:
@@ -293,6 +300,17 @@ def _write_item(conn: Connection, change: ItemChange) -> None:
         params["tfs"] = list(index.terms.values())
         params["vector"] = index.vector
     conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, index is not None)], params)
+
+
+def _warn_stray_postings(drops: list[Cursor]) -> None:
+    """Log (content-free) each index drop that had to delete postings by scan."""
+    for cursor in drops:
+        row = cursor.fetchone() if cursor.description is not None else None
+        if row is not None and row[0]:
+            log.warning(
+                "search document and postings disagreed; %d stray postings deleted by scan",
+                row[0],
+            )
 
 
 def _pipelined(conn: Connection, send: Callable[[], T]) -> T:

@@ -363,7 +363,10 @@ WRITE_ITEM = {
     (False, False): f"WITH m AS ({_UPDATE_ITEM}) {_GUARD}",
     (False, True): f"WITH m AS ({_UPDATE_ITEM}), {_INDEX}{_GUARD}",
 }
-# Before an item changes, its old postings go, and its scope's statistics with them.
+# Before an item changes, its old postings go, and its scope's statistics with them. They
+# are deleted by their exact keys, recomputed from the document; if fewer go than the
+# document has terms (document and postings disagree), `f` deletes every posting of the
+# item in its scope (a scan of the scope), and the statement returns how many it found.
 DROP_INDEX = (
     "WITH d AS (DELETE FROM search_docs WHERE item = "
     "(SELECT rowid FROM memories WHERE tenant_id = %(tenant)s AND id = %(id)s) "
@@ -371,10 +374,13 @@ DROP_INDEX = (
     "p AS (DELETE FROM postings USING d, unnest(d.terms, d.tfs) AS u (term, tf) "
     "WHERE postings.scope = d.scope AND postings.term = u.term "
     f"AND postings.impact = {_IMPACT.format(tf='u.tf', length='d.length')} "
-    "AND postings.item = d.item), "
+    "AND postings.item = d.item RETURNING 1), "
+    "f AS (DELETE FROM postings WHERE (scope, item) IN (SELECT d.scope, d.item FROM d "
+    "WHERE (SELECT count(*) FROM p) <> cardinality(d.terms)) RETURNING 1), "
     "v AS (DELETE FROM search_vectors USING d WHERE search_vectors.item = d.item) "
     "UPDATE scopes SET documents = scopes.documents - 1, "
-    "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope"
+    "total_length = scopes.total_length - d.length FROM d WHERE scopes.id = d.scope "
+    "RETURNING (SELECT count(*) FROM f)"
 )
 INSERT_SUBJECT_KEY = (
     "INSERT INTO subject_keys (tenant_id, subject_id, key_id, wrapped) "

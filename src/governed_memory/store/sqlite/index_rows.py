@@ -9,6 +9,7 @@ last change, expiry and kind, and its keyed term ids with their frequencies.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 from array import array
@@ -21,6 +22,8 @@ from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
 from governed_memory.store.impact import impact, impact_rows
 from governed_memory.store.sqlite import sql
+
+log = logging.getLogger("governed_memory.store")
 
 #: The migration that moved the index to impact-ordered postings (its documents' term
 #: frequencies are filled from the old postings by :func:`fill_documents`).
@@ -98,18 +101,28 @@ def write_index(
 
 
 def drop_index(conn: sqlite3.Connection, rowid: int) -> None:
-    """Remove an item's postings, document and vector, and its share of its scope's totals."""
+    """Remove an item's postings, document and vector, and its share of its scope's totals.
+
+    The postings are deleted by their exact keys, recomputed from the document; if fewer
+    go than the document has terms (document and postings disagree: drift, corruption),
+    every posting of the item in its scope is deleted instead (a scan of the scope), so an
+    erased item never leaves a posting behind.
+    """
     old = conn.execute(sql.OLD_DOCUMENT, (rowid,)).fetchone()
     if old is None:
         return
     scope, length, packed_terms, packed_tfs = old
-    conn.executemany(
+    terms = unpack(packed_terms, packed_tfs)
+    deleted = conn.executemany(
         sql.DELETE_POSTING,
-        [
-            (scope, term, impact(tf, length), rowid)
-            for term, tf in unpack(packed_terms, packed_tfs).items()
-        ],
-    )
+        [(scope, term, impact(tf, length), rowid) for term, tf in terms.items()],
+    ).rowcount
+    if deleted != len(terms):
+        stray = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
+        log.warning(
+            "search document and postings disagreed; %d stray postings deleted by scan",
+            stray,
+        )
     conn.execute(sql.DELETE_DOCUMENT, (rowid,))
     conn.execute(sql.DELETE_VECTOR, (rowid,))
     conn.execute(sql.DOCUMENT_REMOVED, (length, scope))

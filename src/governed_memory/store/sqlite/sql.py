@@ -179,6 +179,8 @@ INSERT_SCOPE = (
 GET_SCOPE_ID = "SELECT id FROM scopes WHERE tenant_id = ? AND agent_id = ? AND purpose = ?"
 OLD_DOCUMENT = "SELECT scope, length, terms, tfs FROM search_docs WHERE item = ?"
 DELETE_POSTING = "DELETE FROM postings WHERE scope = ? AND term = ? AND impact = ? AND item = ?"
+# The fallback when the document and the exact keys disagree: a scan of the scope.
+DELETE_ITEM_POSTINGS = "DELETE FROM postings WHERE scope = ? AND item = ?"
 DELETE_DOCUMENT = "DELETE FROM search_docs WHERE item = ?"
 INSERT_POSTING = "INSERT INTO postings (scope, term, impact, item) VALUES (?, ?, ?, ?)"
 INSERT_DOCUMENT = (

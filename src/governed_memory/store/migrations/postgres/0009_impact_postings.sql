@@ -17,12 +17,22 @@ ALTER TABLE search_docs
 UPDATE search_docs AS d
     SET confidence = m.confidence, updated_at = m.updated_at, expires_at = m.expires_at,
         kind = m.kind,
-        tfs = coalesce((SELECT array_agg(p.tf ORDER BY t.n)
+        -- One frequency per term, in the terms' order: a term without a posting (drift)
+        -- counts once rather than shifting the frequencies after it.
+        tfs = coalesce((SELECT array_agg(coalesce(p.tf, 1) ORDER BY t.n)
                         FROM unnest(d.terms) WITH ORDINALITY AS t (term, n)
-                        JOIN postings AS p
+                        LEFT JOIN postings AS p
                           ON p.scope = d.scope AND p.term = t.term AND p.item = d.item),
                        '{}')
     FROM memories AS m WHERE m.rowid = d.item;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM search_docs
+               WHERE cardinality(tfs) <> cardinality(coalesce(terms, '{}'))) THEN
+        RAISE EXCEPTION 'migration 0009: a search document''s frequencies do not match its terms';
+    END IF;
+END
+$$;
 ALTER TABLE search_docs
     ALTER COLUMN confidence SET NOT NULL,
     ALTER COLUMN updated_at SET NOT NULL,
