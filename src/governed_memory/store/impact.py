@@ -17,8 +17,11 @@ recovered from the impact alone (:func:`tf_of`, :func:`length_of`).
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from governed_memory.core.model import ItemState
 from governed_memory.core.retrieval import K1, B
+from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
 
 _LENGTH_BITS = 16
@@ -85,3 +88,17 @@ def cutoff(level: float, average: float) -> int:
 
 
 __all__ = ["cutoff", "impact", "impact_rows", "length_of", "remaining_bound", "saturation", "tf_of"]
+
+
+def document_columns(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tuple[Any, ...]:
+    """The ``search_docs`` columns both backends store alike, before the terms and their
+    frequencies, which each backend encodes its own way."""
+    return (
+        rowid,
+        scope,
+        index.length,
+        item.confidence,
+        to_micros(item.updated_at),
+        to_micros(item.expires_at),
+        item.kind.value,
+    )

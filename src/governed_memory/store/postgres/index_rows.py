@@ -11,24 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from governed_memory.core.model import ItemState
-from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
-from governed_memory.store.impact import impact_rows
+from governed_memory.store.impact import document_columns, impact_rows
 
 
 def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tuple[Any, ...]:
     """The ``search_docs`` row of a searchable item (in ``sql.COPY_DOCUMENTS`` order)."""
-    return (
-        rowid,
-        scope,
-        index.length,
-        item.confidence,
-        to_micros(item.updated_at),
-        to_micros(item.expires_at),
-        item.kind.value,
-        list(index.terms),
-        list(index.terms.values()),
-    )
+    terms = index.terms
+    return (*document_columns(rowid, scope, item, index), list(terms), list(terms.values()))
 
 
 def posting_rows(rowid: int, scope: int, index: IndexDoc) -> list[tuple[int, int, int, int]]:

@@ -18,9 +18,8 @@ from itertools import groupby
 from typing import Any
 
 from governed_memory.core.model import ItemState
-from governed_memory.core.values import to_micros
 from governed_memory.records import IndexDoc
-from governed_memory.store.impact import impact, impact_rows
+from governed_memory.store.impact import document_columns, impact, impact_rows
 from governed_memory.store.sqlite import sql
 
 log = logging.getLogger("governed_memory.store")
@@ -68,16 +67,7 @@ def frequencies_in(
 
 def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tuple[Any, ...]:
     """The ``search_docs`` row of a searchable item (in :data:`sql.INSERT_DOCUMENT` order)."""
-    return (
-        rowid,
-        scope,
-        index.length,
-        item.confidence,
-        to_micros(item.updated_at),
-        to_micros(item.expires_at),
-        item.kind.value,
-        *pack(index.terms),
-    )
+    return (*document_columns(rowid, scope, item, index), *pack(index.terms))
 
 
 def posting_rows(rowid: int, scope: int, index: IndexDoc) -> list[tuple[int, int, int, int]]:
