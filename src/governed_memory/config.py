@@ -97,9 +97,12 @@ class Settings(BaseSettings):
     database_pool_max: int = Field(10, ge=1, le=1000)
     metrics_enabled: bool = True
     # The review console at /console/ (docs/console.md): on or off, and how long a signed-in
-    # session may sit idle before it must sign in again.
+    # session may sit idle before it must sign in again. Its cookies are Secure when the
+    # request came over HTTPS (as a trusted proxy's X-Forwarded-Proto says), or always with
+    # console_secure_cookies (TLS ended by a proxy uvicorn does not trust).
     console_enabled: bool = True
     console_idle_timeout_seconds: int = Field(900, ge=60, le=86_400)
+    console_secure_cookies: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Search (SPEC §6.2): the analyzer's language for every tenant, other languages for
     # some tenants ("acme:german,globex:french"), and semantic recall (the extra).

@@ -137,3 +137,34 @@ def test_over_the_rate_limit_the_console_answers_a_page_with_retry_after(
     assert int(refused.headers["retry-after"]) > 0
     assert "gmem_console=" not in refused.headers.get("set-cookie", "")
     again.close()
+
+
+def test_with_secure_cookies_set_the_cookies_are_secure_whatever_the_scheme(
+    make_api: MakeApi,
+) -> None:
+    """GMEM_CONSOLE_SECURE_COOKIES=true: behind a TLS proxy uvicorn does not trust, the
+    request looks like plain HTTP, and the cookies are Secure all the same."""
+    api = make_api(console_secure_cookies=True)
+    page = api.client.get("/console/login")
+    assert "secure" in page.headers["set-cookie"].lower()
+
+
+def test_the_promoted_notice_names_a_memory_only_by_its_id(make_api: MakeApi) -> None:
+    """The notice after a promote echoes the query's ``memory`` only when it is an id: any
+    other text (a spoofed message) is not shown at all."""
+    api = make_api()
+    token = api.key()["Authorization"].split()[1]
+    csrf = sign_in_form(api.client)
+    assert (
+        api.client.post("/console/login", data={"api_key": token, "csrf_token": csrf}).status_code
+        == 303
+    )
+    named = api.client.get("/console/quarantine", params={"done": "promoted", "memory": "m-42"})
+    assert named.status_code == 200
+    assert 'class="notice"' in named.text
+    assert 'Promoted <a href="/console/memories/m-42">m-42</a>' in named.text
+    spoof = "Your key expired, call 555-0100"
+    spoofed = api.client.get("/console/quarantine", params={"done": "promoted", "memory": spoof})
+    assert spoofed.status_code == 200
+    assert 'class="notice"' not in spoofed.text
+    assert "555-0100" not in spoofed.text

@@ -109,11 +109,25 @@ def create_app(
     )
     limit, window = settings.rate_limit_requests, settings.rate_limit_window_seconds
     limiter = FixedWindowLimiter(limit, window) if state is None else state.limiter(limit, window)
+    _install(app, settings, service, api_keys, limiter, metrics)
+    app.state.worker = worker
+    return app
+
+
+def _install(
+    app: FastAPI,
+    settings: Settings,
+    service: MemoryService,
+    api_keys: Credentials,
+    limiter: FixedWindowLimiter,
+    metrics: Metrics | None,
+) -> None:
+    """Everything a request meets: the app's state, its routes, its problem handlers, the
+    console and the edge middleware."""
     app.state.settings = settings
     app.state.service = service
     app.state.api_keys = api_keys
     app.state.metrics = metrics
-    app.state.worker = worker
     app.state.limiter = limiter
     app.state.authenticate = Authenticator(api_keys, limiter, service.clock)
     problems.install(app, metrics)
@@ -123,7 +137,6 @@ def create_app(
     if settings.console_enabled:
         console.install(app, settings, service, api_keys, limiter, metrics)
     _add_middleware(app, settings, metrics)
-    return app
 
 
 def _lifespan(

@@ -18,6 +18,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.responses import RedirectResponse, Response
 
+from governed_memory.config import Settings
 from governed_memory.core.model import Principal
 from governed_memory.errors import PermissionDenied, RateLimited
 from governed_memory.http.access_log import KEY_ID_STATE
@@ -120,8 +121,10 @@ def see_other(location: str) -> Response:
 
 
 def secure(request: Request) -> bool:
-    """Whether the request came over HTTPS (cookies are then ``Secure``)."""
-    return request.url.scheme == "https"
+    """Whether cookies are ``Secure``: the request came over HTTPS, or the settings say so
+    whatever the scheme (``GMEM_CONSOLE_SECURE_COOKIES``)."""
+    settings: Settings = request.app.state.settings
+    return settings.console_secure_cookies or request.url.scheme == "https"
 
 
 def set_cookie(request: Request, response: Response, name: str, value: str, path: str) -> None:

@@ -7,6 +7,7 @@ the problem the API would answer (its title and detail, with its status).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated
 from urllib.parse import quote
@@ -15,7 +16,7 @@ from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import Response
 
 from governed_memory.core.model import MemoryItem, Principal
-from governed_memory.core.values import Scope
+from governed_memory.core.values import ID_PATTERN, Scope
 from governed_memory.errors import (
     Conflict,
     GovernedMemoryError,
@@ -49,7 +50,9 @@ router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 25
 FormText = Annotated[str, Form()]
 Filter = Annotated[str, Query(max_length=512)]
-#: The notices a page shows after a post sent the reviewer back to it.
+#: The notices a page shows after a post sent the reviewer back to it, naming the memory
+#: only when the query's ``memory`` is an id (the notice never echoes other text).
+MEMORY_ID = re.compile(ID_PATTERN)
 DONE = {"promoted": "Promoted", "rejected": "Rejected"}
 #: Each review action's word in the ``done`` parameter of the page it sends back to.
 PAST = {"promote": "promoted", "reject": "rejected"}
@@ -118,7 +121,7 @@ def quarantine(
         else query_string(filters | {"cursor": page.next_cursor}),
         can_review=reviewer.principal.has(Scope.MEMORY_REVIEW),
         here=here,
-        notice=(DONE[done], memory) if done in DONE else None,
+        notice=(DONE[done], memory) if done in DONE and MEMORY_ID.fullmatch(memory) else None,
     )
 
 
