@@ -37,13 +37,13 @@ package-check: install
 	$(BIN)/python .ci/package-check
 
 lint: install
-	$(BIN)/ruff format --check src tests bench
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench .ci/package-check
+	$(BIN)/ruff check src tests bench .ci/package-check
 	$(BIN)/mypy
 
 format: install
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench .ci/package-check
+	$(BIN)/ruff check --fix src tests bench .ci/package-check
 
 bench: install
 	$(BIN)/python -m bench --preset quick
