@@ -68,7 +68,7 @@ def fresh_service(dsn: str) -> Iterator[MemoryService]:
 
 @contextlib.contextmanager
 def loaded_service(
-    dsn: str, workload: Workload, stop: int, threads: int
+    dsn: str, workload: Workload, stop: int, threads: int, master_key: bytes | None = None
 ) -> Iterator[tuple[MemoryService, float]]:
     """A service over a new store holding workload items ``0 .. stop-1``, and the seconds
     the load took (not a figure).
@@ -76,13 +76,13 @@ def loaded_service(
     The items go through ``MemoryService.write``, ``threads`` writers sharing the group
     commit, over connections with ``synchronous_commit=off`` (as the SQLite stores load
     with ``synchronous=OFF``); the service yielded reads through a pool of its own, with
-    the server's settings.
+    the server's settings. ``master_key``: the keyring's (random unless given).
     """
     from psycopg.conninfo import make_conninfo
 
     from governed_memory.store.postgres import PostgresStore
 
-    keyring = Keyring(secrets.token_bytes(32))
+    keyring = Keyring(master_key or secrets.token_bytes(32))
     schema = f"bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     store = _open(dsn, schema)
     try:
