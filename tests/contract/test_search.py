@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
 from tests.support.fakes import FakeClock, body, principal, query
 
@@ -116,10 +119,6 @@ def test_a_store_reading_rows_with_its_matches_returns_each_candidates_row_and_k
 ) -> None:
     """Asked for rows, such a store returns every candidate's current row and the keys that
     open it, from the same state; a forgotten subject's items are neither."""
-    from dataclasses import replace
-
-    from governed_memory.records import SearchRequest
-
     store = service.store
     if not store.reads_rows_with_matches:
         pytest.skip("this store's searches read the hits after ranking, in a snapshot")
