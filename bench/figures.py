@@ -46,8 +46,10 @@ def size_label(n: int) -> str:
     return str(n)
 
 
-def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
-    """Every figure of a run whose scoped searches use ``sizes`` (plus the 1M bar)."""
+def catalogue(sizes: Iterable[int], postgres_search: int = 0) -> dict[str, Figure]:
+    """Every figure of a run whose scoped searches use ``sizes`` (plus the 1M bar), and
+    whose PostgreSQL store holds ``postgres_search`` items (0: none)."""
+    at = f", N = {size_label(postgres_search)}" if postgres_search else ""
     figures = [
         Figure("raw_sqlite_full", "Raw SQLite single-row commit, FULL", "commits/s"),
         Figure("raw_sqlite_normal", "Raw SQLite single-row commit, NORMAL", "commits/s"),
@@ -103,6 +105,12 @@ def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
         ),
         Figure("naive_search_single_scope", "Naive scan p95 inside the single scope", "ms"),
         Figure(
+            "search_scoped_postgres",
+            f"Scoped search p95, in-process, PostgreSQL{at}",
+            "ms",
+            bar="p50 ≤ LangGraph PostgresStore's fetch-and-rank",
+        ),
+        Figure(
             "rebuild_projection",
             "Projection rebuild from the log (service.maintenance.rebuild)",
             "events/s",
@@ -124,7 +132,7 @@ def catalogue(sizes: Iterable[int]) -> dict[str, Figure]:
             bar="< 300 MiB with 1M items",
         ),
         Figure("rss_naive", "Peak RSS of the naive baseline holding the same items", "MiB"),
-        *_peer_figures(sizes),
+        *_peer_figures(sizes, at),
         *_http_figures(),
     ]
     return {figure.id: figure for figure in figures}
@@ -166,7 +174,7 @@ def _http_figures() -> list[Figure]:
     return figures
 
 
-def _peer_figures(sizes: Iterable[int]) -> list[Figure]:
+def _peer_figures(sizes: Iterable[int], postgres_at: str) -> list[Figure]:
     """LangGraph's stores measured in the same run (bench/peer.py), and our file size."""
     peer = "LangGraph SqliteStore"
     return [
@@ -179,6 +187,11 @@ def _peer_figures(sizes: Iterable[int]) -> list[Figure]:
                 "ms",
             )
             for n in sorted(sizes)
+        ),
+        Figure(
+            "peer_search_postgres",
+            f"LangGraph PostgresStore search (fetch the scope, BM25 in Python){postgres_at}",
+            "ms",
         ),
         Figure("file_sqlite", "SQLite file of the largest scoped store", "MiB"),
         Figure("peer_file_sqlite", f"{peer} file holding the same items", "MiB"),
@@ -208,6 +221,10 @@ def peer_comparisons(figures: dict[str, Figure]) -> list[dict[str, Any]]:
             n = int(key.removeprefix("peer_search_n"))
             what = f"search p50 at {size_label(n)} items, ms"
             pairs.append((what, f"search_scoped_n{n}", key, "p50_ms"))
+    stored = figures.get("search_scoped_postgres", Figure("", "", "")).detail.get("stored")
+    if isinstance(stored, int):
+        what = f"search p50 at {size_label(stored)} items, PostgreSQL, ms"
+        pairs.append((what, "search_scoped_postgres", "peer_search_postgres", "p50_ms"))
     rows = []
     for what, ours_key, peer_key, detail in pairs:
         ours, peer = _value(figures, ours_key), _value(figures, peer_key)
@@ -279,6 +296,9 @@ def evaluate(figures: dict[str, Figure]) -> None:
             if int(n) == MILLION and figure.status == MEASURED:
                 value = _value(figures, key)
                 figure.met = value is not None and value <= 2.0 and bool(speedup and speedup >= 100)
+    figures["search_scoped_postgres"].met = _p50_within(
+        figures, "search_scoped_postgres", "peer_search_postgres"
+    )
     single = figures["search_single_scope"]
     _ratio(figures, single.id, "naive_search_single_scope", "faster than naive", faster=True)
     single.met = _bound(single, lambda v: v <= 25.0)
@@ -297,6 +317,16 @@ def evaluate(figures: dict[str, Figure]) -> None:
             figure.met = _bound(figure, functools.partial(operator.le, floor))
             if figure.met is not None:
                 figure.met = figure.met and _p99_ok(figure, 50.0)
+
+
+def _p50_within(figures: dict[str, Figure], key: str, peer: str) -> bool | None:
+    """Whether the p50 of ``key`` is at most the p50 of ``peer`` (None unless both ran)."""
+    if _value(figures, key) is None or _value(figures, peer) is None:
+        return None
+    ours, theirs = figures[key].detail.get("p50_ms"), figures[peer].detail.get("p50_ms")
+    if not isinstance(ours, int | float) or not isinstance(theirs, int | float):
+        return None
+    return ours <= theirs
 
 
 def _bound(figure: Figure, test: Callable[[float], bool]) -> bool | None:

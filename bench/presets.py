@@ -1,5 +1,5 @@
-"""How much each preset measures. quick: a few minutes, with the 100k-item single scope;
-full: adds 1M."""
+"""How much each preset measures. quick: a few minutes, with the 100k-item single scope
+and a 10k-item PostgreSQL store searched beside LangGraph's; full: adds 1M."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ class Preset:
     name: str
     sizes: tuple[int, ...]  # scoped-search store sizes, loaded incrementally
     single_scope: int  # items in the one-scope store (0: not measured)
+    postgres_search: int  # items in the PostgreSQL search store (0: not measured)
     queries: int  # timed service searches per size
     naive_queries: int  # timed naive scans per size (each scans every item)
     writes: int  # sequential durable writes (service, naive)
@@ -30,6 +31,7 @@ PRESETS = {
         name="smoke",
         sizes=(300, 1_000),
         single_scope=500,
+        postgres_search=300,
         queries=50,
         naive_queries=10,
         writes=40,
@@ -46,6 +48,7 @@ PRESETS = {
         name="quick",
         sizes=(10_000, 100_000),
         single_scope=100_000,
+        postgres_search=10_000,
         queries=2_000,
         naive_queries=100,
         writes=1_500,
@@ -61,6 +64,7 @@ PRESETS = {
         name="full",
         sizes=(10_000, 100_000, 1_000_000),
         single_scope=100_000,
+        postgres_search=10_000,
         queries=3_000,
         naive_queries=30,
         writes=3_000,

@@ -17,7 +17,7 @@ text outside the markers is kept. The machines are shared and noisy, so every fi
 reported beside baselines measured **in the same run**, as ratios.
 
 - `make bench` — quick preset: stores of 10k and 100k items and the 100k-item single
-  scope, a few minutes.
+  scope, and a 10k-item PostgreSQL store beside LangGraph's, a few minutes.
 - `make bench-full` — full preset: adds 1M items.
 - `make bench-smoke` — seconds; proves the harness works (CI), asserts nothing about speed.
 

@@ -47,7 +47,7 @@ class Run:
         self.preset = preset
         self.scratch = scratch
         self.cache = cache
-        self.figures = catalogue(preset.sizes)
+        self.figures = catalogue(preset.sizes, preset.postgres_search)
         self.loads: dict[str, dict[str, Any]] = {}
         self.workload = Workload()
         self.dsn = raw.postgres_dsn()
@@ -179,6 +179,51 @@ def _postgres(run: Run) -> None:
         else:
             with peer.postgres_store(run.dsn) as store:
                 run.set("peer_writes_postgres", peer.sequential_puts(store, sequential))
+
+
+def _postgres_search(run: Run) -> None:
+    """Our scoped searches on PostgreSQL beside LangGraph's PostgresStore fetch-and-rank,
+    both over the same first ``postgres_search`` workload items, with the same queries."""
+    n, keys = run.preset.postgres_search, ("search_scoped_postgres", "peer_search_postgres")
+    if not n:
+        return
+    reason = raw.postgres_reachable(run.dsn) or postgres.store_missing()
+    if reason is not None:
+        run.unavailable(keys, reason)
+        return
+    queries, warmup = inprocess.search_queries(run.workload, n, run.preset.queries)
+    label = size_label(n)
+    run.say(f"PostgreSQL: loading {label} items, then its scoped searches")
+    with (
+        run.step(keys[0]),
+        postgres.loaded_service(run.dsn, run.workload, n, run.preset.writers) as (service, seconds),
+    ):
+        run.loads[f"PostgreSQL {label} ({run.preset.writers} writer threads)"] = {
+            "items": n,
+            "seconds": seconds,
+            "items_per_s": n / seconds,
+            "processes": 1,
+            "synchronous": "off",
+            "reused_from_cache": 0,
+        }
+        summary = inprocess.service_search(service, queries, warmup)
+        run.set(keys[0], summary["p95_ms"], stored=n, **summary)
+    if (reason := peer.missing()) is not None:
+        run.unavailable(keys[1:], reason)
+        return
+    run.say(f"LangGraph PostgresStore: loading {label} items, then its searches")
+    with run.step(keys[1]), peer.postgres_store(run.dsn) as store:
+        seconds = peer.load(store, run.workload, 0, n)
+        run.loads["LangGraph PostgresStore (`batch` of 1,000 puts)"] = {
+            "items": n,
+            "seconds": seconds,
+            "items_per_s": n / seconds,
+            "processes": 1,
+            "synchronous": "on",
+            "reused_from_cache": 0,
+        }
+        summary = peer.searches(store, queries, warmup)
+        run.set(keys[1], summary["p95_ms"], stored=n, **summary)
 
 
 def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:
@@ -355,6 +400,7 @@ def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[st
     try:
         _writes(run)
         _postgres(run)
+        _postgres_search(run)
         _scoped(run)
         _single_scope(run)
         _http(run)

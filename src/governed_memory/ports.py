@@ -96,6 +96,12 @@ class EventLog(Protocol):
 class Items(Protocol):
     """The projection: one row per item, its search postings, and the reads over them."""
 
+    #: Whether :meth:`search` answers a request with ``rows`` set with the candidates'
+    #: rows and keys (``SearchMatches.found``), read with the matches in one consistent
+    #: read: a lexical search then needs no snapshot (on a server, one round trip). A
+    #: store that says no is searched in a snapshot, and the rows read after ranking.
+    reads_rows_with_matches: bool
+
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None: ...
 
     def write_state(
@@ -139,7 +145,9 @@ class Items(Protocol):
     def search(self, request: SearchRequest) -> SearchMatches:
         """The matches of ``request`` in its scope, under every hard filter; raise
         ``StoreUnavailable.index_rebuilt()`` unless the recorded index serves its
-        ``index_signature`` (:func:`~governed_memory.records.serves_index`)."""
+        ``index_signature`` (:func:`~governed_memory.records.serves_index`). With
+        ``request.rows``, a store that :attr:`reads_rows_with_matches` also returns the
+        rows and keys of every candidate it returns, from the same state."""
         ...
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:

@@ -293,6 +293,20 @@ class SearchRequest:
     # The signature of the index the terms were made for: the store raises
     # StoreUnavailable.index_rebuilt unless the recorded one serves it (serves_index).
     index_signature: str | None = None
+    # Also read the candidates' rows and keys, with the matches (SearchMatches.found), if
+    # the store can (Items.reads_rows_with_matches).
+    rows: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFound:
+    """The rows of a search's candidates and the keys that open them, read in the same
+    state as the matches: ``None`` where a subject or an item has no key (never made, or
+    destroyed)."""
+
+    items: Mapping[str, ItemState]  # by memory id
+    subject_keys: Mapping[str, SubjectKey | None]  # by subject id, each item's subject
+    item_keys: Mapping[str, ItemKey | None]  # by memory id, each item
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,11 +315,14 @@ class SearchMatches:
 
     ``complete`` is False when the store pruned matches that cannot rank in the top
     ``want``; the caller asks again with a larger ``want`` if it needs to walk further.
+    ``found`` holds the candidates' rows and keys when the request asked for them and
+    the store reads them with the matches.
     """
 
     statistics: ScopeStatistics
     candidates: Sequence[Candidate] = field(default_factory=list)
     complete: bool = True
+    found: SearchFound | None = None
 
 
 __all__ = [
@@ -323,6 +340,7 @@ __all__ = [
     "ItemKey",
     "RetentionCursor",
     "SealedVector",
+    "SearchFound",
     "SearchMatches",
     "SearchRequest",
     "SearchRows",

@@ -101,3 +101,20 @@ def test_the_smoke_run_puts_langgraphs_stores_beside_ours(smoke: dict[str, Any])
     for row in rows.values():
         assert row["ratio"] == pytest.approx(row["ours"] / row["langgraph"])
     assert "memories" in figures["file_sqlite"]["detail"]["tables_mib"]
+
+
+def test_the_smoke_run_puts_our_postgresql_search_beside_langgraphs(smoke: dict[str, Any]) -> None:
+    """With a server, our PostgreSQL search and PostgresStore's fetch-and-rank run on the
+    same items and queries, and their p50s are a row of the LangGraph table."""
+    if not smoke["machine"]["postgresql"]:
+        pytest.skip("no PostgreSQL server in this run")
+    figures = smoke["figures"]
+    for key in ("search_scoped_postgres", "peer_search_postgres"):
+        assert figures[key]["status"] == MEASURED, (key, figures[key]["note"])
+        assert figures[key]["detail"]["stored"] == PRESETS["smoke"].postgres_search
+    assert figures["search_scoped_postgres"]["detail"]["mean_results"] > 0
+    assert figures["search_scoped_postgres"]["met"] in {True, False}
+    rows = {row["figure"]: row for row in smoke["langgraph"]}
+    row = rows["search p50 at 300 items, PostgreSQL, ms"]
+    assert row["ours"] == figures["search_scoped_postgres"]["detail"]["p50_ms"]
+    assert row["langgraph"] == figures["peer_search_postgres"]["detail"]["p50_ms"]

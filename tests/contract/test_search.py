@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from governed_memory.records import SearchRequest
 from governed_memory.service import MemoryService
 from tests.support.fakes import FakeClock, body, principal, query
 
@@ -109,3 +112,35 @@ def test_a_tiny_budget_walks_a_bounded_part_of_the_ranking(service: MemoryServic
     result = service.search(WRITER, query("zeppelin", token_budget=1))
     assert result.items == []
     assert 0 < result.skipped <= 30
+
+
+def test_a_store_reading_rows_with_its_matches_returns_each_candidates_row_and_keys(
+    service: MemoryService,
+) -> None:
+    """Asked for rows, such a store returns every candidate's current row and the keys that
+    open it, from the same state; a forgotten subject's items are neither."""
+    store = service.store
+    if not store.reads_rows_with_matches:
+        pytest.skip("this store's searches read the hits after ranking, in a snapshot")
+    service.write(WRITER, body(id="kept"))
+    service.write(WRITER, body(id="other", subject_id="customer-2"))
+    service.write(WRITER, body(id="gone", subject_id="customer-3"))
+    service.forget_subject(WRITER, "customer-3")
+    terms = list(service.index_doc("acme", "email").terms)
+    request = SearchRequest(
+        "acme", "support-bot", "support", terms, service.clock.now(), want=10, rows=True
+    )
+    for asked, memory_ids in (
+        (request, {"kept", "other"}),
+        (replace(request, subject_id="customer-2"), {"other"}),
+    ):
+        matches = store.search(asked)
+        assert matches.found is not None
+        assert {c.memory_id for c in matches.candidates} == memory_ids
+        assert matches.found.items == {i: store.get("acme", i) for i in memory_ids}
+        subjects = {matches.found.items[i].subject_id for i in memory_ids}
+        assert matches.found.subject_keys == {s: store.subject_key("acme", s) for s in subjects}
+        assert matches.found.item_keys == {i: store.item_key("acme", i) for i in memory_ids}
+        assert all(key is not None for key in matches.found.subject_keys.values())
+    nowhere = store.search(replace(request, purpose="billing"))
+    assert nowhere.candidates == [] and nowhere.found is not None and not nowhere.found.items

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
+from psycopg import pq, sql
 
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.values import Scope
@@ -250,6 +250,74 @@ def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
     assert len(sent) == 1
     assert {c.memory_id for c in found.candidates} == {f"m{n}" for n in range(12)}  # all tie
     assert not any("SET TRANSACTION" in statement for statement in sent)
+
+
+def _exchanges(store: PostgresStore, trace: Path, action: Callable[[], object]) -> int:
+    """How many times ``action`` waits for the server (a one-connection store): the
+    ReadyForQuery messages in libpq's trace of the connection, one per exchange."""
+    with store.database.connection() as conn:
+        handle = trace.open("w")
+        conn.pgconn.trace(handle.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+    try:
+        action()
+    finally:
+        with store.database.connection() as conn:
+            conn.pgconn.untrace()
+        handle.close()
+    return sum("\tReadyForQuery" in line for line in trace.read_text().splitlines())
+
+
+def test_a_search_is_one_round_trip(
+    open_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    """A lexical search, of a scope or of one subject, waits on the server once: scores,
+    rows and keys come in one statement, with no transaction to begin or end."""
+    store = open_store(min_size=1, max_size=1)
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    for n in range(12):
+        service.write(WRITER, body(id=f"m{n}", content=f"Prefers email, note {n}."))
+    service.write(WRITER, body(id="other", subject_id="customer-2", content="Email is best."))
+    found: list[int] = []
+    for search in (query("email"), query("email", subject_id="customer-2")):
+
+        def searching(search: dict[str, Any] = search) -> None:
+            found.append(len(service.search(WRITER, search).items))
+
+        assert _exchanges(store, tmp_path / "trace", searching) == 1, search
+    assert found == [10, 1]
+
+
+def test_a_search_in_one_statement_returns_what_the_snapshot_path_returns(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows and keys read with the scores change no result: the same hits, scores, tokens
+    and skips as ranking first and reading the chosen rows after, in a snapshot (budget
+    walks further down the ranking included)."""
+    clock = FakeClock()
+    store = open_store()
+    service = MemoryService(store, Keyring(b"k" * 32), clock=clock)
+    rng = random.Random(11)
+    words = [f"word{n}" for n in range(30)]
+    for n in range(120):
+        content = " ".join(rng.choice(words) for _ in range(rng.randint(3, 40)))
+        service.write(WRITER, body(id=f"m{n}", subject_id=f"customer-{n % 4}", content=content))
+        clock.advance(minutes=rng.randint(1, 300))
+    service.forget_subject(WRITER, "customer-3")
+    for n in range(30):
+        search = query(
+            " ".join(rng.sample(words, rng.randint(1, 3))),
+            limit=rng.choice([1, 5, 10]),
+            token_budget=rng.choice([20, 60, 5000]),
+        )
+        if n % 3 == 0:
+            search["subject_id"] = f"customer-{n % 4}"
+        one = service.search(WRITER, search)
+        monkeypatch.setattr(store, "reads_rows_with_matches", False)
+        snapshot = service.search(WRITER, search)
+        monkeypatch.undo()
+        assert one == snapshot, search
+        assert all(hit.item.subject_id != "customer-3" for hit in one.items)
 
 
 def test_a_pruned_search_ranks_exactly_like_the_reference_store(

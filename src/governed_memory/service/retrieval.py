@@ -4,7 +4,10 @@ The store returns the candidates that pass every hard filter and share a query t
 core ranks them and fits them to the budget. A store may prune candidates that cannot rank
 in the first ``want`` places; when the budget skips so many that fewer than ``limit`` fit,
 the search asks again, further down the ranking. The chosen items are then read, checked
-against the filters once more, and decrypted.
+against the filters once more, and decrypted. A store that reads the candidates' rows and
+keys with the matches (PostgreSQL: in the search's one statement) is asked for them, and a
+lexical search is then one read of the store; otherwise every read of the search shares
+one snapshot.
 
 With semantic recall on, the store also returns the sealed vectors of the scope's items
 that pass the same hard filters; they are opened, and each item's cosine to the query's
@@ -16,10 +19,10 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from governed_memory.core.model import MemoryItem
+from governed_memory.core.model import ItemState, MemoryItem
 from governed_memory.core.retrieval import (
     Candidate,
     Fitted,
@@ -30,7 +33,7 @@ from governed_memory.core.retrieval import (
     rank,
 )
 from governed_memory.ports import Store
-from governed_memory.records import SearchRequest
+from governed_memory.records import SearchMatches, SearchRequest
 from governed_memory.results import SearchHit, SearchResult
 from governed_memory.service.indexing import Indexer, Query
 from governed_memory.service.vault import KeyCache, Vault
@@ -56,21 +59,42 @@ class Retrieval:
         looked_up = self._indexer.query(tenant, query.query)  # embedding: before the snapshot
         if not looked_up.terms:
             return SearchResult([], 0, 0, self._tokenizer)
+        if looked_up.vector is None and self._store.reads_rows_with_matches:
+            # Each search of the store returns its candidates' rows and keys with their
+            # scores, from one state: the hits are opened from the last one, no other read.
+            fitted, matches = self._fit(tenant, query, looked_up.terms, now, rows=True)
+            assert matches.found is not None  # the store reads rows with its matches
+            found = matches.found
+            keys = KeyCache(
+                {(tenant, subject): key for subject, key in found.subject_keys.items()},
+                {(tenant, memory_id): key for memory_id, key in found.item_keys.items()},
+            )
+            hits = self._open(tenant, query, fitted.chosen, now, found.items, keys)
+            return self._result(hits, fitted)
         # One snapshot for every read of the search: a write landing between the read of
         # the postings and the read of the rows could otherwise rank an item on one state
         # and return it, or leave out a better one, from another.
         with self._store.snapshot():
             keys = KeyCache()
             if looked_up.vector is None:
-                fitted = self._fit(tenant, query, looked_up.terms, now)
+                fitted, _ = self._fit(tenant, query, looked_up.terms, now, rows=False)
             else:
                 fitted = self._fused(tenant, query, looked_up, now, keys)
             hits = self._hits(tenant, query, fitted.chosen, now, keys)
+        return self._result(hits, fitted)
+
+    def _result(self, hits: list[SearchHit], fitted: Fitted) -> SearchResult:
         used = sum(hit.tokens for hit in hits)
         return SearchResult(hits, used, fitted.skipped, self._tokenizer)
 
     def _request(
-        self, tenant: str, query: SearchQuery, terms: list[int], now: datetime, want: int | None
+        self,
+        tenant: str,
+        query: SearchQuery,
+        terms: list[int],
+        now: datetime,
+        want: int | None,
+        rows: bool = False,
     ) -> SearchRequest:
         return SearchRequest(
             tenant_id=tenant,
@@ -82,21 +106,26 @@ class Retrieval:
             kinds=query.kinds,
             want=want,
             index_signature=self._indexer.signature,
+            rows=rows,
         )
 
-    def _fit(self, tenant: str, query: SearchQuery, term_ids: list[int], now: datetime) -> Fitted:
-        """Rank and fit to the budget, walking further down the ranking while it pays."""
+    def _fit(
+        self, tenant: str, query: SearchQuery, term_ids: list[int], now: datetime, *, rows: bool
+    ) -> tuple[Fitted, SearchMatches]:
+        """Rank and fit to the budget, walking further down the ranking while it pays; the
+        fit and the matches it was made from."""
         want = query.limit
         while True:
-            matches = self._store.search(self._request(tenant, query, term_ids, now, want))
+            request = self._request(tenant, query, term_ids, now, want, rows)
+            matches = self._store.search(request)
             ranked = rank(matches.candidates, matches.statistics, term_ids, now)
             # A pruned answer is exact only for its first ``want`` places.
             exact = (ranked if matches.complete else ranked[:want])[:MAX_BUDGET_WALK]
             fitted = fit_budget(exact, query.limit, query.token_budget)
             if matches.complete or len(fitted.chosen) >= query.limit:
-                return fitted
+                return fitted, matches
             if fitted.used_tokens >= query.token_budget or want >= MAX_BUDGET_WALK:
-                return fitted  # nothing more can fit, or the walk has gone deep enough
+                return fitted, matches  # nothing more can fit, or the walk has gone deep enough
             want *= 4  # the budget skipped too much: walk further down the ranking
 
     def _fused(
@@ -152,6 +181,19 @@ class Retrieval:
             more = self._vault.prefetch(tenant, subjects, memory_ids)
             keys.subjects.update(more.subjects)
             keys.items.update(more.items)
+        return self._open(tenant, query, chosen, now, states, keys)
+
+    def _open(
+        self,
+        tenant: str,
+        query: SearchQuery,
+        chosen: list[Ranked],
+        now: datetime,
+        states: Mapping[str, ItemState],
+        keys: KeyCache,
+    ) -> list[SearchHit]:
+        """The chosen items, checked against the filters once more and decrypted with
+        ``keys``."""
         hits = []
         for r in chosen:
             state = states.get(r.candidate.memory_id)

@@ -15,6 +15,7 @@ from governed_memory.records import (
     IndexDoc,
     IndexedContent,
     SealedVector,
+    SearchFound,
     SearchMatches,
     SearchRequest,
     SearchRows,
@@ -29,6 +30,8 @@ class MemorySearch(MemoryKeys):
     """Index documents and per-scope posting lists over the store's items."""
 
     _items: dict[tuple[str, str], ItemState]  # the store's projection, set by the store
+    #: Rows and keys come with the matches, under the same lock (Items.reads_rows_with_matches).
+    reads_rows_with_matches = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -84,7 +87,17 @@ class MemorySearch(MemoryKeys):
                         tokens=item.tokens,
                     )
                 )
-            return SearchMatches(statistics, candidates)
+            found = self._found(request.tenant_id, candidates) if request.rows else None
+            return SearchMatches(statistics, candidates, found=found)
+
+    def _found(self, tenant_id: str, candidates: list[Candidate]) -> SearchFound:
+        """The candidates' rows and keys (the caller holds the lock)."""
+        items = {c.memory_id: self._items[(tenant_id, c.memory_id)] for c in candidates}
+        return SearchFound(
+            items,
+            {i.subject_id: self._keys.get((tenant_id, i.subject_id)) for i in items.values()},
+            {memory_id: self._item_keys.get((tenant_id, memory_id)) for memory_id in items},
+        )
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
         with self._lock:

@@ -5,12 +5,18 @@ With ``want`` set, the database also scores each match with the core's formula a
 returns only those that can rank in the top ``want`` (and near-ties of the last), so a
 common term in a large scope costs an aggregate in the server, not tens of thousands of
 rows shipped to Python. The core then ranks the survivors exactly.
+
+With ``rows`` set, each survivor also carries its row and its keys, so a whole lexical
+search is this one statement: one round trip, and one snapshot (a statement's own) for
+the scores, the rows and the keys, with no transaction to begin or end.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from governed_memory.codec import ITEM_COLUMNS, item_from_row
+from governed_memory.core.model import ItemState
 from governed_memory.core.retrieval import (
     CONFIDENCE_WEIGHT,
     K1,
@@ -24,8 +30,11 @@ from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
+    ItemKey,
+    SearchFound,
     SearchMatches,
     SearchRequest,
+    SubjectKey,
     serves_index,
 )
 from governed_memory.store.postgres import sql
@@ -35,12 +44,15 @@ from governed_memory.store.postgres.database import PostgresDatabase
 def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     """The candidates of ``request`` and its scope's statistics, in one statement."""
     terms = list(dict.fromkeys(request.terms))
+    nothing = SearchMatches(
+        ScopeStatistics(0, 0, {}), [], found=SearchFound({}, {}, {}) if request.rows else None
+    )
     if not terms:
-        return SearchMatches(ScopeStatistics(0, 0, {}), [])
+        return nothing
     query, params = candidate_query(request)
     rows = database.query(query, params)
     if not rows:  # no scope: nothing to find, whatever the index was built with
-        return SearchMatches(ScopeStatistics(0, 0, {}), [])
+        return nothing
     _, documents, total_length, frequencies, recorded = rows[0][:5]
     if not serves_index(recorded, request.index_signature):
         raise StoreUnavailable.index_rebuilt()
@@ -48,9 +60,9 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)
     candidates = []
     complete = True
-    for memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned in (
-        row[5:] for row in rows
-    ):
+    found = _Found(request.tenant_id) if request.rows else None
+    for row in rows:
+        memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned = row[5:13]
         if memory_id is None:
             continue  # the statistics' row of a scope without a match
         complete = complete and not pruned
@@ -64,7 +76,44 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
                 tokens,
             )
         )
-    return SearchMatches(statistics, candidates, complete)
+        if found is not None:
+            found.add(row[13:])
+    return SearchMatches(
+        statistics, candidates, complete, None if found is None else found.record()
+    )
+
+
+_KEYS_AT = len(ITEM_COLUMNS)  # where a candidate's keys start, after its row
+
+
+class _Found:
+    """The rows and keys of a search's candidates (``sql.ROW_COLUMNS``), as they come."""
+
+    def __init__(self, tenant_id: str) -> None:
+        self.tenant_id = tenant_id
+        self.items: dict[str, ItemState] = {}
+        self.subject_keys: dict[str, SubjectKey | None] = {}
+        self.item_keys: dict[str, ItemKey | None] = {}
+
+    def add(self, columns: tuple[Any, ...]) -> None:
+        item = item_from_row(columns[:_KEYS_AT])
+        key_id, wrapped, key_subject, item_key_id, item_wrapped = columns[_KEYS_AT:]
+        self.items[item.id] = item
+        self.subject_keys[item.subject_id] = (
+            None
+            if key_id is None
+            else SubjectKey(self.tenant_id, item.subject_id, bytes(key_id), bytes(wrapped))
+        )
+        self.item_keys[item.id] = (
+            None
+            if item_key_id is None
+            else ItemKey(
+                self.tenant_id, item.id, key_subject, bytes(item_key_id), bytes(item_wrapped)
+            )
+        )
+
+    def record(self) -> SearchFound:
+        return SearchFound(self.items, self.subject_keys, self.item_keys)
 
 
 def candidate_query(request: SearchRequest) -> tuple[str, dict[str, Any]]:
@@ -72,7 +121,7 @@ def candidate_query(request: SearchRequest) -> tuple[str, dict[str, Any]]:
     every match under every hard filter of SPEC §6.1, scored and pruned in SQL.
 
     Each candidate row is one match with its term frequencies, and whether matches were
-    pruned.
+    pruned; with ``request.rows``, then its row and keys (``sql.ROW_COLUMNS``).
     """
     params: dict[str, Any] = {
         "terms": list(dict.fromkeys(request.terms)),
@@ -93,10 +142,16 @@ def candidate_query(request: SearchRequest) -> tuple[str, dict[str, Any]]:
         kinds = " AND d.kind = ANY (%(kinds)s::text[])"
         item_kinds = " AND m.kind = ANY (%(kinds)s::text[])"
         params["kinds"] = sorted(kind.value for kind in request.kinds)
+    rows = sql.ROW_COLUMNS if request.rows else ""
     if request.subject_id is not None:
         params["subject"] = request.subject_id
-        return sql.one_search(sql.SUBJECT_CANDIDATES.format(item_kinds=item_kinds)), params
-    candidates = sql.SCOPE_CANDIDATES.format(kinds=kinds, item_kinds=item_kinds)
+        keys = sql.SUBJECT_KEY_JOINS if request.rows else ""
+        candidates = sql.SUBJECT_CANDIDATES.format(item_kinds=item_kinds, rows=rows, keys=keys)
+    else:
+        keys = sql.KEY_JOINS if request.rows else ""
+        candidates = sql.SCOPE_CANDIDATES.format(
+            kinds=kinds, item_kinds=item_kinds, rows=rows, keys=keys
+        )
     return sql.one_search(candidates), params
 
 

@@ -188,8 +188,8 @@ SCOPE_CANDIDATES = (
     "WHERE d.expires_at > %(now)s{kinds}), "
     f"{_PRUNE}"
     "SELECT m.id, kept.terms, kept.tfs, kept.length, m.confidence, m.updated_at, m.tokens, "
-    f"{_PRUNED} AS pruned FROM kept JOIN memories AS m ON m.rowid = kept.item "
-    f"WHERE {_ITEM_FILTERS}{{item_kinds}}"
+    f"{_PRUNED} AS pruned{{rows}} FROM kept JOIN memories AS m ON m.rowid = kept.item"
+    f"{{keys}} WHERE {_ITEM_FILTERS}{{item_kinds}}"
 )
 # One subject's items: joined first (they are few), then scored.
 SUBJECT_CANDIDATES = (
@@ -203,9 +203,24 @@ SUBJECT_CANDIDATES = (
     "WHERE p.scope = %(scope)s AND p.term = ANY (%(terms)s::bigint[]) "
     f"AND {_ITEM_FILTERS} AND m.subject_id = %(subject)s{{item_kinds}} GROUP BY m.rowid), "
     f"{_PRUNE}"
-    "SELECT id, terms, tfs, length, confidence, updated_at, tokens, "
-    f"{_PRUNED} AS pruned FROM kept"
+    "SELECT kept.id, kept.terms, kept.tfs, kept.length, kept.confidence, kept.updated_at, "
+    f"kept.tokens, {_PRUNED} AS pruned{{rows}} FROM kept{{keys}}"
 )
+# With a request's rows (records.SearchRequest.rows), each candidate also carries its row
+# (ITEM_COLUMNS, read by codec.item_from_row), its subject's key and its own key, each
+# NULL where there is none: the hits of a search come in the same statement, and so from
+# the same snapshot, as its scores. The candidates kept are few (the top ``want`` and its
+# near-ties), so the rows that ride along are few too.
+ROW_COLUMNS = (
+    ", "
+    + ", ".join(f"m.{c}" for c in ITEM_COLUMNS)
+    + ", sk.key_id, sk.wrapped, ik.subject_id, ik.key_id, ik.wrapped"
+)
+KEY_JOINS = (
+    " LEFT JOIN subject_keys AS sk ON sk.tenant_id = m.tenant_id AND sk.subject_id = m.subject_id"
+    " LEFT JOIN item_keys AS ik ON ik.tenant_id = m.tenant_id AND ik.memory_id = m.id"
+)
+SUBJECT_KEY_JOINS = " JOIN memories AS m ON m.rowid = kept.rowid" + KEY_JOINS
 
 # A whole search in one statement (one round trip): the scope's statistics, each query
 # term's document frequency and IDF (core.retrieval.idf, in SQL), the index's recorded

@@ -39,6 +39,9 @@ from governed_memory.store.sql_sessions import SQLSessions
 class PostgresStore(SQLReads, SQLSessions):
     """The store port over a PostgreSQL database, through a connection pool."""
 
+    #: A search's rows and keys ride in its one statement (:mod:`.search`).
+    reads_rows_with_matches = True
+
     def __init__(
         self,
         dsn: str,

@@ -46,6 +46,10 @@ DATABASE_FILE = "gmem.sqlite3"
 class SQLiteStore(SQLReads, SQLSessions):
     """The store port over one SQLite database file."""
 
+    #: A small scope's search returns every match; reading each one's row with it would
+    #: cost more in-process than reading the few chosen after ranking, in a snapshot.
+    reads_rows_with_matches = False
+
     def __init__(
         self,
         path: str | Path,
