@@ -12,6 +12,8 @@ import pytest
 from bench.figures import FAILED, MEASURED, NOT_AVAILABLE, NOT_IN_PRESET, catalogue
 from bench.presets import PRESETS
 
+from tests.conftest import postgres_dsn
+
 ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = {
     "preset",
@@ -107,7 +109,8 @@ def test_the_smoke_run_puts_our_postgresql_search_beside_langgraphs(smoke: dict[
     """With a server, our PostgreSQL search and PostgresStore's fetch-and-rank run on the
     same items and queries, and their p50s are a row of the LangGraph table."""
     if not smoke["machine"]["postgresql"]:
-        pytest.skip("no PostgreSQL server in this run")
+        postgres_dsn()  # skips without a server, fails in CI; with one, the run missed it
+        pytest.fail("a PostgreSQL server is up but the smoke run did not use it")
     figures = smoke["figures"]
     for key in ("search_scoped_postgres", "peer_search_postgres"):
         assert figures[key]["status"] == MEASURED, (key, figures[key]["note"])
