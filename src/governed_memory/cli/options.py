@@ -46,9 +46,10 @@ SERVE_FIELDS = (
     "otel_exporter",
     "console_enabled",
     "console_idle_timeout_seconds",
+    "console_secure_cookies",
 )
 #: Settings that are on or off: ``--x`` / ``--no-x``.
-SWITCHES = frozenset({"metrics_enabled", "console_enabled"})
+SWITCHES = frozenset({"metrics_enabled", "console_enabled", "console_secure_cookies"})
 
 METAVARS = {
     "data_dir": "DIR",
