@@ -263,7 +263,14 @@ def heads(lists: int) -> str:
     )
 
 
-POSTINGS_FROM = "SELECT count(*) FROM postings WHERE scope = ? AND term = ? AND impact >= ?"
+# A term's postings per tf ≥ 2 (an index range) with the best of each, and the best of
+# tf = 1 (one descent): the tiers of its list (threshold.py).
+TIERS = (
+    "SELECT impact >> 16, count(*), max(impact) FROM postings "
+    "WHERE scope = ? AND term = ? AND impact >= 131072 GROUP BY 1 "
+    "UNION ALL SELECT 1, 0, max(impact) FROM postings "
+    "WHERE scope = ? AND term = ? AND impact < 131072"
+)
 
 
 def documents(items: int) -> str:

@@ -55,15 +55,18 @@ _FIRST_SCORED = 5
 #: A list of at most this many postings is read whole.
 WHOLE_LIST = 8_192
 #: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
-SHORT_HEAD = 12_000
+SHORT_HEAD = 3_000
 #: Items met in the heads, returned best bound first, at most this many at once.
 _MET_PAGE = 1_000
-#: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
+#: A cutoff above every impact: a list left unread.
 _UNREAD = 1 << 62
-HEAD = 2 << 16
+#: Combinations of cuts tried at most, for a query of many long lists.
+_PLANS_TRIED = 20_000
 #: Documents read in one statement.
 CHUNK = 500
 
+#: A tier of a term's list, its postings of one tf: (tf, how many, the best impact).
+Tier = tuple[int, int, int]
 #: A document as read: item, length, confidence, updated_at, expires_at, kind, terms, tfs.
 Document = tuple[int, int, float, int, int, str, bytes, bytes]
 
@@ -108,10 +111,10 @@ class ThresholdSearch:
         average: float,
         now: int,
         kinds: frozenset[str] | None,
-        heads: Callable[[int], int],
+        tiers: Callable[[int], Sequence[Tier]],
     ) -> None:
         self._db = database
-        self._heads = heads
+        self._tiers = tiers
         self._scope = scope
         self._weights = weights  # every query term's IDF, in query order (as the core sums)
         self._average = average
@@ -165,34 +168,55 @@ class ThresholdSearch:
         self, frequencies: Mapping[int, int], theta: float
     ) -> list[tuple[int, float, int, float]]:
         """Each list's (term, weight, cutoff, bound of what is left unread), so that the
-        bounds plus the static maximum stay under ``θ``.
+        bounds plus the static maximum stay under ``θ``, reading as few postings as can be.
 
-        Short lists are read whole. A long list is left unread (its bound: its cap) or
-        read through its head (the postings with tf ≥ 2; its bound: one occurrence in the
-        shortest item): starting from every long list unread, the head that lowers the sum
-        of the bounds most per posting read is added until the sum is under ``θ``. If
-        every head is not enough, every long list is read down to one common level
+        A list is cut between two of its tiers (its postings of one tf: see
+        :class:`Tiers`): read down to tier ``tf``, its bound is the best posting of the
+        tiers below, exactly; left unread, its best posting; read whole, 0. Short lists
+        are read whole. Each long list gets its own cut: the combination that reads the
+        fewest postings (counted per tier) with the bounds under ``θ``; a long list's head
+        of at most ``SHORT_HEAD`` postings is always read (an unread list's bound would
+        let every item met elsewhere compete, and each would be scored from its
+        document). If no combination short of reading a long list whole is enough,
+        every long list is read down to one common level
         (:func:`~governed_memory.store.impact.cutoff`).
         """
         budget = theta - STATIC_MAX - MARGIN
-        long = [t for t, n in frequencies.items() if n > WHOLE_LIST]
-        state = dict.fromkeys(frequencies, (0, 0.0)) | {t: (_UNREAD, self._cap(t)) for t in long}
-        tail = saturation(1, 1, self._average)
-        heads = {t: self._heads(t) for t in long}
-        # A short head is read anyway: an unread list's cap would let every item met
-        # elsewhere compete, and each would be scored from its document.
-        unread = {t for t in long if heads[t] > SHORT_HEAD}
-        state |= {t: (HEAD, self._cap(t) * tail) for t in long if t not in unread}
-        while sum(bound for _, bound in state.values()) >= budget and unread:
-            gains = {t: (1.0 - tail) * self._cap(t) / (heads[t] + 1) for t in unread}
-            term = max(gains, key=lambda t: (gains[t], t))
-            state[term] = (HEAD, self._cap(term) * tail)
-            unread.discard(term)
-        if long and sum(bound for _, bound in state.values()) >= budget:
-            level = min(1.0, budget / sum(self._cap(t) for t in long))
+        state: dict[int, tuple[int, float]] = {}
+        choices: dict[int, list[tuple[int, int, float]]] = {}
+        for term, n in frequencies.items():
+            if n <= WHOLE_LIST:
+                state[term] = (0, 0.0)
+            else:
+                choices[term] = self._cuts(term)
+        fixed = sum(bound for _, bound in state.values())
+        best = _cheapest(list(choices.values()), budget - fixed) if choices else []
+        if best is not None:
+            for term, (_, at, bound) in zip(choices, best, strict=True):
+                state[term] = (at, bound)
+        else:
+            level = min(1.0, budget / sum(self._cap(t) for t in choices))
             at = cutoff(level, self._average)
-            state |= {t: (at, self._cap(t) * level if at else 0.0) for t in long}
-        return [(t, self._weights[t], at, bound) for t, (at, bound) in state.items()]
+            state |= {t: (at, self._cap(t) * level if at else 0.0) for t in choices}
+        order = list(frequencies)
+        return [(t, self._weights[t], *state[t]) for t in order]
+
+    def _cuts(self, term: int) -> list[tuple[int, int, float]]:
+        """A long list's possible cuts, each (postings read, cutoff, bound of the rest),
+        from reading the fewest postings to the most, short of its last tier (tf = 1):
+        every cut reading at most ``SHORT_HEAD`` postings but the deepest is dropped."""
+        cap = self._cap(term)
+        tiers = sorted(self._tiers(term), reverse=True)  # by tf, best first
+        best = [saturation(tf, length_of(top), self._average) for tf, _, top in tiers]
+        cuts = [(0, _UNREAD, cap * max(best))]
+        read = 0
+        for i, (tf, count, _) in enumerate(tiers):
+            if tf == 1:
+                break
+            read += count
+            cuts.append((read, tf << 16, cap * max(best[i + 1 :], default=0.0)))
+        short = [cut for cut in cuts if cut[0] <= SHORT_HEAD]
+        return short[-1:] + cuts[len(short) :]
 
     def _cap(self, term: int) -> float:
         return self._weights[term] * (K1 + 1.0)
@@ -221,4 +245,39 @@ class ThresholdSearch:
         return item, (frequencies, length), score
 
 
-__all__ = ["MARGIN", "Scored", "ThresholdSearch"]
+def _cheapest(
+    choices: Sequence[Sequence[tuple[int, int, float]]], budget: float
+) -> list[tuple[int, int, float]] | None:
+    """One cut per list, the fewest postings read in all, whose bounds sum under
+    ``budget``; ``None`` if there is none. Each list's cuts go from fewest postings read
+    (largest bound) to most (smallest): a depth-first search, pruned by the best total
+    found and by the smallest bounds the remaining lists can reach; past
+    ``_PLANS_TRIED`` steps, the best found so far (any combination under the budget is
+    exact, only slower)."""
+    floor = [0.0] * (len(choices) + 1)
+    for i in range(len(choices) - 1, -1, -1):
+        floor[i] = floor[i + 1] + choices[i][-1][2]
+    best: list[tuple[int, int, float]] | None = None
+    best_read = math.inf
+    chosen: list[tuple[int, int, float]] = []
+
+    tried = 0
+
+    def search(i: int, read: int, bound: float) -> None:
+        nonlocal best, best_read, tried
+        tried += 1
+        if read >= best_read or bound + floor[i] >= budget or tried > _PLANS_TRIED:
+            return
+        if i == len(choices):
+            best, best_read = list(chosen), read
+            return
+        for cut in choices[i]:
+            chosen.append(cut)
+            search(i + 1, read + cut[0], bound + cut[2])
+            chosen.pop()
+
+    search(0, 0, 0.0)
+    return best
+
+
+__all__ = ["MARGIN", "Scored", "ThresholdSearch", "Tier"]
