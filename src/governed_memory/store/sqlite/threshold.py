@@ -56,6 +56,9 @@ _FIRST_SCORED = 5
 WHOLE_LIST = 8_192
 #: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
 SHORT_HEAD = 3_000
+#: When the first cut needs more postings than this read, a first pass reads this many
+#: in the hope of a higher cut.
+HOPE_READ = 4_000
 #: Items met in the heads, returned best bound first, at most this many at once.
 _MET_PAGE = 1_000
 #: A cutoff above every impact: a list left unread.
@@ -128,25 +131,42 @@ class ThresholdSearch:
         scored = Scored(want)
         self._first_cut(frequencies, scored)
         limit = _MET_PAGE
+        hoping = True
         while True:
             # Planned again on each pass with the cut found so far (any exact ``want``-th
             # best score is a lower bound of the final one): a better cut, less to read.
-            lists = self._plan(frequencies, scored.kth)
-            unseen = sum(bound for *_, bound in lists) + STATIC_MAX
-            params: list[Any] = [value for entry in lists for value in entry]
-            params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
-            params += [scored.kth - MARGIN if scored.kth > -math.inf else -1e300, limit]
-            met = self._db.query(sql.heads(len(lists)), params)
+            lists, read = self._plan(frequencies, scored.kth)
+            cut = scored.kth
+            if hoping and read > HOPE_READ:
+                # The first cut is often far under the final one: first read what
+                # HOPE_READ postings can, which proves a higher cut if the items met
+                # there score that high (they usually do); else plan again, with the
+                # cut they gave.
+                lists, cut = self._hope(frequencies)
+            hoping = False
+            met = self._met(lists, cut, limit)
             for start in range(0, len(met), CHUNK):
                 kth = scored.kth - MARGIN
                 rows = met[start : start + CHUNK]
                 if rows[0][1] < kth:
-                    return scored  # best bound first: nothing further can compete
+                    break  # best bound first: nothing further can compete
                 fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
                 self._score(fresh, scored)
-            if len(met) < limit or met[-1][1] < scored.kth - MARGIN:
-                return scored
-            limit *= 32  # every item returned could compete: ask again, with the new cut
+            if len(met) == limit and met[-1][1] >= scored.kth - MARGIN:
+                limit *= 32  # every item returned could compete: ask again, with the new cut
+            elif scored.kth >= cut:
+                return scored  # every item not scored is bounded under the cut
+
+    def _met(
+        self, lists: list[tuple[int, float, int, float]], cut: float, limit: int
+    ) -> list[tuple[int, float]]:
+        """The items met in the lists down to their cutoffs whose upper bound reaches
+        ``cut``, best bound first, at most ``limit``."""
+        unseen = sum(bound for *_, bound in lists) + STATIC_MAX
+        params: list[Any] = [value for entry in lists for value in entry]
+        params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
+        params += [cut - MARGIN if cut > -math.inf else -1e300, limit]
+        return [(item, upper) for item, upper in self._db.query(sql.heads(len(lists)), params)]
 
     def _first_cut(self, frequencies: Mapping[int, int], scored: Scored) -> None:
         """Score the items that lead the lists' first pages: the first cut ``θ``."""
@@ -166,9 +186,10 @@ class ThresholdSearch:
 
     def _plan(
         self, frequencies: Mapping[int, int], theta: float
-    ) -> list[tuple[int, float, int, float]]:
+    ) -> tuple[list[tuple[int, float, int, float]], float]:
         """Each list's (term, weight, cutoff, bound of what is left unread), so that the
-        bounds plus the static maximum stay under ``θ``, reading as few postings as can be.
+        bounds plus the static maximum stay under ``θ``, reading as few postings as can be;
+        and how many postings of the long lists that reads (infinite: not counted).
 
         A list is cut between two of its tiers (its postings of one tf: see
         :class:`Tiers`): read down to tier ``tf``, its bound is the best posting of the
@@ -189,17 +210,28 @@ class ThresholdSearch:
                 state[term] = (0, 0.0)
             else:
                 choices[term] = self._cuts(term)
-        fixed = sum(bound for _, bound in state.values())
-        best = _cheapest(list(choices.values()), budget - fixed) if choices else []
+        best = _cheapest(list(choices.values()), budget) if choices else []
+        read = math.inf
         if best is not None:
-            for term, (_, at, bound) in zip(choices, best, strict=True):
-                state[term] = (at, bound)
+            read = sum(n for n, *_ in best)
+            state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best)}
         else:
             level = min(1.0, budget / sum(self._cap(t) for t in choices))
             at = cutoff(level, self._average)
             state |= {t: (at, self._cap(t) * level if at else 0.0) for t in choices}
-        order = list(frequencies)
-        return [(t, self._weights[t], *state[t]) for t in order]
+        return [(t, self._weights[t], *state[t]) for t in frequencies], read
+
+    def _hope(
+        self, frequencies: Mapping[int, int]
+    ) -> tuple[list[tuple[int, float, int, float]], float]:
+        """The lists cut so that at most ``HOPE_READ`` postings of the long lists are read,
+        with the smallest bounds that allows, and the cut those bounds prove."""
+        state = {t: (0, 0.0) for t, n in frequencies.items() if n <= WHOLE_LIST}
+        choices = {t: self._cuts(t) for t in frequencies if t not in state}
+        best = _tightest(list(choices.values()), HOPE_READ)
+        state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best)}
+        lists = [(t, self._weights[t], *state[t]) for t in frequencies]
+        return lists, sum(bound for *_, bound in lists) + STATIC_MAX + 2 * MARGIN
 
     def _cuts(self, term: int) -> list[tuple[int, int, float]]:
         """A long list's possible cuts, each (postings read, cutoff, bound of the rest),
@@ -272,6 +304,37 @@ def _cheapest(
             best, best_read = list(chosen), read
             return
         for cut in choices[i]:
+            chosen.append(cut)
+            search(i + 1, read + cut[0], bound + cut[2])
+            chosen.pop()
+
+    search(0, 0, 0.0)
+    return best
+
+
+def _tightest(
+    choices: Sequence[Sequence[tuple[int, int, float]]], most: int
+) -> list[tuple[int, int, float]]:
+    """One cut per list, the smallest bounds in all reading at most ``most`` postings
+    (each list's first cut if even those read more): a depth-first search like
+    :func:`_cheapest`'s."""
+    floor = [0] * (len(choices) + 1)
+    for i in range(len(choices) - 1, -1, -1):
+        floor[i] = floor[i + 1] + choices[i][0][0]
+    best = [cuts[0] for cuts in choices]
+    best_bound = math.inf
+    chosen: list[tuple[int, int, float]] = []
+    tried = 0
+
+    def search(i: int, read: int, bound: float) -> None:
+        nonlocal best, best_bound, tried
+        tried += 1
+        if bound >= best_bound or read + floor[i] > most or tried > _PLANS_TRIED:
+            return
+        if i == len(choices):
+            best, best_bound = list(chosen), bound
+            return
+        for cut in reversed(choices[i]):  # the smallest bounds first
             chosen.append(cut)
             search(i + 1, read + cut[0], bound + cut[2])
             chosen.pop()
