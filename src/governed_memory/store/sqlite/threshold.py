@@ -145,9 +145,10 @@ class ThresholdSearch:
                 lists, cut = self._hope(frequencies)
             hoping = False
             met = self._met(lists, cut, limit)
-            for start in range(0, len(met), CHUNK):
+            tight = self._tighten(lists, met)
+            for start in range(0, len(tight), CHUNK):
                 kth = scored.kth - MARGIN
-                rows = met[start : start + CHUNK]
+                rows = tight[start : start + CHUNK]
                 if rows[0][1] < kth:
                     break  # best bound first: nothing further can compete
                 fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
@@ -159,14 +160,47 @@ class ThresholdSearch:
 
     def _met(
         self, lists: list[tuple[int, float, int, float]], cut: float, limit: int
-    ) -> list[tuple[int, float]]:
+    ) -> list[tuple[int, float, float, int]]:
         """The items met in the lists down to their cutoffs whose upper bound reaches
-        ``cut``, best bound first, at most ``limit``."""
+        ``cut``, best bound first, at most ``limit``: (item, bound, the bounds of the
+        lists it was met in, its length)."""
         unseen = sum(bound for *_, bound in lists) + STATIC_MAX
         params: list[Any] = [value for entry in lists for value in entry]
         params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
         params += [cut - MARGIN if cut > -math.inf else -1e300, limit]
-        return [(item, upper) for item, upper in self._db.query(sql.heads(len(lists)), params)]
+        return [tuple(row) for row in self._db.query(sql.heads(len(lists)), params)]
+
+    def _tighten(
+        self, lists: list[tuple[int, float, int, float]], met: list[tuple[int, float, float, int]]
+    ) -> list[tuple[int, float]]:
+        """The met items with tighter bounds, best first. Every posting of an item has the
+        item's length, so a list it was not met in can add at most the part of the
+        largest tf the list left unread at that length, a share of the list's bound; the
+        largest of those shares over the lists bounds the share of their sum."""
+        unread = [
+            (bound, self._cap(term), self._unread_tf(term, at))
+            for term, _, at, bound in lists
+            if at > 0 and bound > 0.0
+        ]
+        if not unread:
+            return [(item, upper) for item, upper, *_ in met]
+        unseen = sum(bound for *_, bound in lists)
+        shares: dict[int, float] = {}
+        tight = []
+        for item, upper, known_bounds, length in met:
+            share = shares.get(length)
+            if share is None:
+                share = shares[length] = max(
+                    min(1.0, cap * saturation(tf, length, self._average) / bound)
+                    for bound, cap, tf in unread
+                )
+            tight.append((item, upper - (unseen - known_bounds) * (1.0 - share)))
+        tight.sort(key=lambda row: -row[1])
+        return tight
+
+    def _unread_tf(self, term: int, at: int) -> int:
+        """The largest tf a long list leaves unread below impact ``at`` (its cutoff)."""
+        return min(tf_of(at - 1), max(tf for tf, *_ in self._tiers(term)))
 
     def _first_cut(self, frequencies: Mapping[int, int], scored: Scored) -> None:
         """Score the items that lead the lists' first pages: the first cut ``θ``."""
