@@ -51,7 +51,9 @@ def scope_pair(seed: int, folder: Path) -> tuple[MemoryService, MemoryService]:
     rnd = random.Random(seed)
     keyring, clock = Keyring(secrets.token_bytes(32)), FakeClock()
     reference = MemoryService(MemoryStore(), keyring, clock=clock)
-    pruned = MemoryService(SQLiteStore(folder / "gmem.sqlite3", synchronous="OFF"), keyring, clock=clock)
+    pruned = MemoryService(
+        SQLiteStore(folder / "gmem.sqlite3", synchronous="OFF"), keyring, clock=clock
+    )
     pool = [content(rnd) for _ in range(8)]  # some items share their content: ties
 
     def both(call: Callable[[MemoryService], Any]) -> None:

@@ -8,15 +8,25 @@ scoring or sorting the rest. Three steps:
    documents (one row each: length, confidence, last change, expiry, kind and every term's
    frequency): the ``want``-th best of those scores, ``θ``, is a lower bound of the final
    cut.
-2. Each list is given a level ``f``, the same for all, such that the lists' bounds
-   ``cap × f`` plus the static maximum stay under ``θ``: an item met in no list cannot
-   compete. One statement reads every list down to the cutoff of that level
-   (:func:`~governed_memory.store.impact.cutoff`; a short list is read whole), sums each
-   item's exact term parts in SQL, and returns the items whose upper bound (their known
-   parts, the bounds of the lists they were not met in, the static maximum) reaches
-   ``θ``, best bound first.
+2. Each list gets its own cutoff, between two of its tiers (its postings of one tf,
+   counted once per scope generation by the caller), so that the bounds of what the lists
+   leave unread (exactly: the best posting of the tiers below the cut) plus the static
+   maximum stay under ``θ``: an item met in no list cannot compete. Of those combinations
+   the one reading the fewest postings is taken (a short list is read whole; if the tiers
+   are not enough, the long lists are read down to one common level). One statement
+   reads every list down to its cutoff, sums each item's exact term parts in SQL, and
+   returns the items whose upper bound (their known parts, the bounds of the lists they
+   were not met in, the static maximum) reaches ``θ``, best bound first, with their
+   length, which tightens each bound: a list an item was not met in can add at most its
+   largest unread tf's part at the item's length.
 3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
    under the ``want``-th best score found: nothing after it can rank in the first ``want``.
+
+The first cut is often well under the final one. When its cheapest combination would read
+more than ``HOPE_READ`` postings, a first pass reads that many (the combination with the
+smallest bounds within them) and cuts at what those bounds prove; the items it scores
+usually reach that cut, which is then proven, and otherwise the lists are planned again
+with the better cut they gave.
 
 The threshold algorithm of Fagin et al. with MaxScore's per-list bounds, done by the
 database. The scores are the core's formula (:func:`governed_memory.core.retrieval.lexical_part`
@@ -54,7 +64,9 @@ FIRST_PAGE = 256
 _FIRST_SCORED = 5
 #: A list of at most this many postings is read whole.
 WHOLE_LIST = 8_192
-#: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
+#: A long list's tiers are read at least down to the deepest cut reading this many postings
+#: (an unread list's bound would let every item met elsewhere compete, and each would be
+#: scored from its document).
 SHORT_HEAD = 3_000
 #: When the first cut needs more postings than this read, a first pass reads this many
 #: in the hope of a higher cut.
@@ -226,7 +238,7 @@ class ThresholdSearch:
         and how many postings of the long lists that reads (infinite: not counted).
 
         A list is cut between two of its tiers (its postings of one tf: see
-        :class:`Tiers`): read down to tier ``tf``, its bound is the best posting of the
+        :data:`Tier`): read down to tier ``tf``, its bound is the best posting of the
         tiers below, exactly; left unread, its best posting; read whole, 0. Short lists
         are read whole. Each long list gets its own cut: the combination that reads the
         fewest postings (counted per tier) with the bounds under ``θ``; a long list's head
@@ -248,7 +260,7 @@ class ThresholdSearch:
         read = math.inf
         if best is not None:
             read = sum(n for n, *_ in best)
-            state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best)}
+            state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best, strict=True)}
         else:
             level = min(1.0, budget / sum(self._cap(t) for t in choices))
             at = cutoff(level, self._average)
@@ -263,7 +275,7 @@ class ThresholdSearch:
         state = {t: (0, 0.0) for t, n in frequencies.items() if n <= WHOLE_LIST}
         choices = {t: self._cuts(t) for t in frequencies if t not in state}
         best = _tightest(list(choices.values()), HOPE_READ)
-        state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best)}
+        state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best, strict=True)}
         lists = [(t, self._weights[t], *state[t]) for t in frequencies]
         return lists, sum(bound for *_, bound in lists) + STATIC_MAX + 2 * MARGIN
 
