@@ -22,8 +22,8 @@ scoring or sorting the rest. Three steps:
 3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
    under the ``want``-th best score found: nothing after it can rank in the first ``want``.
 
-The first cut is often well under the final one. When its cheapest combination would read
-more than ``HOPE_READ`` postings, a first pass reads that many (the combination with the
+The first cut is often well under the final one. When its cheapest combination of tiers
+would read more than ``HOPE_READ`` postings, a first pass reads that many (the combination with the
 smallest bounds within them) and cuts at what those bounds prove; the items it scores
 usually reach that cut, which is then proven, and otherwise the lists are planned again
 with the better cut they gave.
@@ -149,11 +149,12 @@ class ThresholdSearch:
             # best score is a lower bound of the final one): a better cut, less to read.
             lists, read = self._plan(frequencies, scored.kth)
             cut = scored.kth
-            if hoping and read > HOPE_READ:
+            if hoping and HOPE_READ < read < math.inf:
                 # The first cut is often far under the final one: first read what
                 # HOPE_READ postings can, which proves a higher cut if the items met
                 # there score that high (they usually do); else plan again, with the
-                # cut they gave.
+                # cut they gave. Not when the tiers cannot reach the first cut (many
+                # common terms): the common level's first page finds better items.
                 lists, cut = self._hope(frequencies)
             hoping = False
             met = self._met(lists, cut, limit)
