@@ -23,7 +23,7 @@ from governed_memory.records import (
 )
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
-from governed_memory.store.sqlite.threshold import HEAD
+from governed_memory.store.sqlite.threshold import Tier
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
 
 #: Up to this many postings of the query terms, a scope is read whole (one statement).
@@ -39,6 +39,8 @@ class SQLiteSearch:
         self._db = database
         #: (scope, term) → (the scope's generation, the term's document frequency).
         self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
+        #: (scope, term) → (the scope's generation, the term's tiers).
+        self._tier_cache: dict[tuple[int, int], tuple[int, Sequence[Tier]]] = {}
 
     def search(self, request: SearchRequest) -> SearchMatches:
         rows = self._db.query(
@@ -50,7 +52,7 @@ class SQLiteSearch:
         if not serves_index(recorded, request.index_signature):
             raise StoreUnavailable.index_rebuilt()
         search = ScopedSearch(
-            self._db, request, scope, lambda term: self._head(scope, generation, term)
+            self._db, request, scope, lambda term: self._tiers(scope, generation, term)
         )
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
@@ -82,16 +84,21 @@ class SQLiteSearch:
         )
         return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
 
-    def _head(self, scope: int, generation: int, term: int) -> int:
-        """How many of the term's postings have tf ≥ 2 (its head: see threshold.py),
-        cached like the document frequencies."""
-        key = (scope, -1 - term)  # beside the term's frequency, never equal to a term
-        cached = self._frequencies.get(key)
+    def _tiers(self, scope: int, generation: int, term: int) -> Sequence[Tier]:
+        """The term's postings per tf (its tiers: see threshold.py), each with its count
+        (0 for tf = 1, never needed) and its best impact; cached like the document
+        frequencies. One statement reads the postings of tf ≥ 2 from the index and finds
+        the best of tf = 1 in one descent."""
+        key = (scope, term)
+        cached = self._tier_cache.get(key)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        (count,) = self._db.query(sql.POSTINGS_FROM, (scope, term, HEAD))[0]
-        self._frequencies[key] = (generation, int(count))
-        return int(count)
+        rows = self._db.query(sql.TIERS, (scope, term, scope, term))
+        tiers = tuple((int(tf), int(count or 0), int(top)) for tf, count, top in rows if top)
+        if len(self._tier_cache) > _CACHE_LIMIT:
+            self._tier_cache.clear()
+        self._tier_cache[key] = (generation, tiers)
+        return tiers
 
     def _frequency(self, scope: int, generation: int, term: int) -> int:
         """How many searchable items of the scope contain the term (an index-only count),

@@ -245,7 +245,9 @@ def heads(lists: int) -> str:
     cutoff through the primary key; each posting adds its exact term part (the core's
     BM25, with tf and length taken from the impact: store/impact.py) to its item's known
     sum. An item's upper bound is that sum, the bounds of the lists it was not met in, and
-    the static maximum; only items whose bound reaches the cut come back, best first.
+    the static maximum; only items whose bound reaches the cut come back, best first,
+    with the bounds of the lists they were met in and their length (taken from any of
+    their postings: an item's postings all have its length).
     Parameters: the lists' (term, weight, cutoff, bound) ×``lists``; k1 + 1, k1, 1 − b, b,
     the average length; the scope; the sum of the bounds plus the static maximum; the cut;
     how many rows at most.
@@ -256,14 +258,22 @@ def heads(lists: int) -> str:
         "k (k1p1, k1, one_b, b, average) AS (SELECT ?, ?, ?, ?, ?), "
         "m AS (SELECT p.item, sum(q.weight * (p.impact >> 16) * k.k1p1 / ((p.impact >> 16) "
         "+ k.k1 * (k.one_b + k.b * (65535 - (p.impact & 65535)) / k.average))) AS known, "
-        "sum(q.bound) AS met FROM q CROSS JOIN k JOIN postings AS p "
+        "sum(q.bound) AS met, p.impact FROM q CROSS JOIN k JOIN postings AS p "
         "ON p.scope = ? AND p.term = q.term AND p.impact >= q.cutoff GROUP BY p.item), "
-        "u AS (SELECT item, known + ? - met AS upper FROM m) "
-        "SELECT item, upper FROM u WHERE upper >= ? ORDER BY upper DESC LIMIT ?"
+        "u AS (SELECT item, known + ? - met AS upper, met, impact FROM m) "
+        "SELECT item, upper, met, 65535 - (impact & 65535) FROM u WHERE upper >= ? "
+        "ORDER BY upper DESC LIMIT ?"
     )
 
 
-POSTINGS_FROM = "SELECT count(*) FROM postings WHERE scope = ? AND term = ? AND impact >= ?"
+# A term's postings per tf ≥ 2 (an index range) with the best of each, and the best of
+# tf = 1 (one descent): the tiers of its list (threshold.py).
+TIERS = (
+    "SELECT impact >> 16, count(*), max(impact) FROM postings "
+    "WHERE scope = ? AND term = ? AND impact >= 131072 GROUP BY 1 "
+    "UNION ALL SELECT 1, 0, max(impact) FROM postings "
+    "WHERE scope = ? AND term = ? AND impact < 131072"
+)
 
 
 def documents(items: int) -> str:

@@ -8,15 +8,25 @@ scoring or sorting the rest. Three steps:
    documents (one row each: length, confidence, last change, expiry, kind and every term's
    frequency): the ``want``-th best of those scores, ``θ``, is a lower bound of the final
    cut.
-2. Each list is given a level ``f``, the same for all, such that the lists' bounds
-   ``cap × f`` plus the static maximum stay under ``θ``: an item met in no list cannot
-   compete. One statement reads every list down to the cutoff of that level
-   (:func:`~governed_memory.store.impact.cutoff`; a short list is read whole), sums each
-   item's exact term parts in SQL, and returns the items whose upper bound (their known
-   parts, the bounds of the lists they were not met in, the static maximum) reaches
-   ``θ``, best bound first.
+2. Each list gets its own cutoff, between two of its tiers (its postings of one tf,
+   counted once per scope generation by the caller), so that the bounds of what the lists
+   leave unread (exactly: the best posting of the tiers below the cut) plus the static
+   maximum stay under ``θ``: an item met in no list cannot compete. Of those combinations
+   the one reading the fewest postings is taken (a short list is read whole; if the tiers
+   are not enough, the long lists are read down to one common level). One statement
+   reads every list down to its cutoff, sums each item's exact term parts in SQL, and
+   returns the items whose upper bound (their known parts, the bounds of the lists they
+   were not met in, the static maximum) reaches ``θ``, best bound first, with their
+   length, which tightens each bound: a list an item was not met in can add at most its
+   largest unread tf's part at the item's length.
 3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
    under the ``want``-th best score found: nothing after it can rank in the first ``want``.
+
+The first cut is often well under the final one. When its cheapest combination of tiers
+would read more than ``HOPE_READ`` postings, a first pass reads that many (the combination with the
+smallest bounds within them) and cuts at what those bounds prove; the items it scores
+usually reach that cut, which is then proven, and otherwise the lists are planned again
+with the better cut they gave.
 
 The threshold algorithm of Fagin et al. with MaxScore's per-list bounds, done by the
 database. The scores are the core's formula (:func:`governed_memory.core.retrieval.lexical_part`
@@ -54,16 +64,24 @@ FIRST_PAGE = 256
 _FIRST_SCORED = 5
 #: A list of at most this many postings is read whole.
 WHOLE_LIST = 8_192
-#: A list whose head (its postings with tf ≥ 2) is at most this long has it read.
-SHORT_HEAD = 12_000
+#: A long list's tiers are read at least down to the deepest cut reading this many postings
+#: (an unread list's bound would let every item met elsewhere compete, and each would be
+#: scored from its document).
+SHORT_HEAD = 3_000
+#: When the first cut needs more postings than this read, a first pass reads this many
+#: in the hope of a higher cut.
+HOPE_READ = 4_000
 #: Items met in the heads, returned best bound first, at most this many at once.
 _MET_PAGE = 1_000
-#: A cutoff above every impact (a list left unread), and the head's: tf ≥ 2.
+#: A cutoff above every impact: a list left unread.
 _UNREAD = 1 << 62
-HEAD = 2 << 16
+#: Combinations of cuts tried at most, for a query of many long lists.
+_PLANS_TRIED = 20_000
 #: Documents read in one statement.
 CHUNK = 500
 
+#: A tier of a term's list, its postings of one tf: (tf, how many, the best impact).
+Tier = tuple[int, int, int]
 #: A document as read: item, length, confidence, updated_at, expires_at, kind, terms, tfs.
 Document = tuple[int, int, float, int, int, str, bytes, bytes]
 
@@ -108,10 +126,10 @@ class ThresholdSearch:
         average: float,
         now: int,
         kinds: frozenset[str] | None,
-        heads: Callable[[int], int],
+        tiers: Callable[[int], Sequence[Tier]],
     ) -> None:
         self._db = database
-        self._heads = heads
+        self._tiers = tiers
         self._scope = scope
         self._weights = weights  # every query term's IDF, in query order (as the core sums)
         self._average = average
@@ -125,25 +143,77 @@ class ThresholdSearch:
         scored = Scored(want)
         self._first_cut(frequencies, scored)
         limit = _MET_PAGE
+        hoping = True
         while True:
             # Planned again on each pass with the cut found so far (any exact ``want``-th
             # best score is a lower bound of the final one): a better cut, less to read.
-            lists = self._plan(frequencies, scored.kth)
-            unseen = sum(bound for *_, bound in lists) + STATIC_MAX
-            params: list[Any] = [value for entry in lists for value in entry]
-            params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
-            params += [scored.kth - MARGIN if scored.kth > -math.inf else -1e300, limit]
-            met = self._db.query(sql.heads(len(lists)), params)
-            for start in range(0, len(met), CHUNK):
+            lists, read = self._plan(frequencies, scored.kth)
+            cut = scored.kth
+            if hoping and HOPE_READ < read < math.inf:
+                # The first cut is often far under the final one: first read what
+                # HOPE_READ postings can, which proves a higher cut if the items met
+                # there score that high (they usually do); else plan again, with the
+                # cut they gave. Not when the tiers cannot reach the first cut (many
+                # common terms): the common level's first page finds better items.
+                lists, cut = self._hope(frequencies)
+            hoping = False
+            met = self._met(lists, cut, limit)
+            tight = self._tighten(lists, met)
+            for start in range(0, len(tight), CHUNK):
                 kth = scored.kth - MARGIN
-                rows = met[start : start + CHUNK]
+                rows = tight[start : start + CHUNK]
                 if rows[0][1] < kth:
-                    return scored  # best bound first: nothing further can compete
+                    break  # best bound first: nothing further can compete
                 fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
                 self._score(fresh, scored)
-            if len(met) < limit or met[-1][1] < scored.kth - MARGIN:
-                return scored
-            limit *= 32  # every item returned could compete: ask again, with the new cut
+            if len(met) == limit and met[-1][1] >= scored.kth - MARGIN:
+                limit *= 32  # every item returned could compete: ask again, with the new cut
+            elif scored.kth >= cut:
+                return scored  # every item not scored is bounded under the cut
+
+    def _met(
+        self, lists: list[tuple[int, float, int, float]], cut: float, limit: int
+    ) -> list[tuple[int, float, float, int]]:
+        """The items met in the lists down to their cutoffs whose upper bound reaches
+        ``cut``, best bound first, at most ``limit``: (item, bound, the bounds of the
+        lists it was met in, its length)."""
+        unseen = sum(bound for *_, bound in lists) + STATIC_MAX
+        params: list[Any] = [value for entry in lists for value in entry]
+        params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
+        params += [cut - MARGIN if cut > -math.inf else -1e300, limit]
+        return [tuple(row) for row in self._db.query(sql.heads(len(lists)), params)]
+
+    def _tighten(
+        self, lists: list[tuple[int, float, int, float]], met: list[tuple[int, float, float, int]]
+    ) -> list[tuple[int, float]]:
+        """The met items with tighter bounds, best first. Every posting of an item has the
+        item's length, so a list it was not met in can add at most the part of the
+        largest tf the list left unread at that length, a share of the list's bound; the
+        largest of those shares over the lists bounds the share of their sum."""
+        unread = [
+            (bound, self._cap(term), self._unread_tf(term, at))
+            for term, _, at, bound in lists
+            if at > 0 and bound > 0.0
+        ]
+        if not unread:
+            return [(item, upper) for item, upper, *_ in met]
+        unseen = sum(bound for *_, bound in lists)
+        shares: dict[int, float] = {}
+        tight = []
+        for item, upper, known_bounds, length in met:
+            share = shares.get(length)
+            if share is None:
+                share = shares[length] = max(
+                    min(1.0, cap * saturation(tf, length, self._average) / bound)
+                    for bound, cap, tf in unread
+                )
+            tight.append((item, upper - (unseen - known_bounds) * (1.0 - share)))
+        tight.sort(key=lambda row: -row[1])
+        return tight
+
+    def _unread_tf(self, term: int, at: int) -> int:
+        """The largest tf a long list leaves unread below impact ``at`` (its cutoff)."""
+        return min(tf_of(at - 1), max(tf for tf, *_ in self._tiers(term)))
 
     def _first_cut(self, frequencies: Mapping[int, int], scored: Scored) -> None:
         """Score the items that lead the lists' first pages: the first cut ``θ``."""
@@ -163,36 +233,69 @@ class ThresholdSearch:
 
     def _plan(
         self, frequencies: Mapping[int, int], theta: float
-    ) -> list[tuple[int, float, int, float]]:
+    ) -> tuple[list[tuple[int, float, int, float]], float]:
         """Each list's (term, weight, cutoff, bound of what is left unread), so that the
-        bounds plus the static maximum stay under ``θ``.
+        bounds plus the static maximum stay under ``θ``, reading as few postings as can be;
+        and how many postings of the long lists that reads (infinite: not counted).
 
-        Short lists are read whole. A long list is left unread (its bound: its cap) or
-        read through its head (the postings with tf ≥ 2; its bound: one occurrence in the
-        shortest item): starting from every long list unread, the head that lowers the sum
-        of the bounds most per posting read is added until the sum is under ``θ``. If
-        every head is not enough, every long list is read down to one common level
+        A list is cut between two of its tiers (its postings of one tf: see
+        :data:`Tier`): read down to tier ``tf``, its bound is the best posting of the
+        tiers below, exactly; left unread, its best posting; read whole, 0. Short lists
+        are read whole. Each long list gets its own cut: the combination that reads the
+        fewest postings (counted per tier) with the bounds under ``θ``; a long list's head
+        of at most ``SHORT_HEAD`` postings is always read (an unread list's bound would
+        let every item met elsewhere compete, and each would be scored from its
+        document). If no combination short of reading a long list whole is enough,
+        every long list is read down to one common level
         (:func:`~governed_memory.store.impact.cutoff`).
         """
         budget = theta - STATIC_MAX - MARGIN
-        long = [t for t, n in frequencies.items() if n > WHOLE_LIST]
-        state = dict.fromkeys(frequencies, (0, 0.0)) | {t: (_UNREAD, self._cap(t)) for t in long}
-        tail = saturation(1, 1, self._average)
-        heads = {t: self._heads(t) for t in long}
-        # A short head is read anyway: an unread list's cap would let every item met
-        # elsewhere compete, and each would be scored from its document.
-        unread = {t for t in long if heads[t] > SHORT_HEAD}
-        state |= {t: (HEAD, self._cap(t) * tail) for t in long if t not in unread}
-        while sum(bound for _, bound in state.values()) >= budget and unread:
-            gains = {t: (1.0 - tail) * self._cap(t) / (heads[t] + 1) for t in unread}
-            term = max(gains, key=lambda t: (gains[t], t))
-            state[term] = (HEAD, self._cap(term) * tail)
-            unread.discard(term)
-        if long and sum(bound for _, bound in state.values()) >= budget:
-            level = min(1.0, budget / sum(self._cap(t) for t in long))
+        state: dict[int, tuple[int, float]] = {}
+        choices: dict[int, list[tuple[int, int, float]]] = {}
+        for term, n in frequencies.items():
+            if n <= WHOLE_LIST:
+                state[term] = (0, 0.0)
+            else:
+                choices[term] = self._cuts(term)
+        best = _cheapest(list(choices.values()), budget) if choices else []
+        read = math.inf
+        if best is not None:
+            read = sum(n for n, *_ in best)
+            state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best, strict=True)}
+        else:
+            level = min(1.0, budget / sum(self._cap(t) for t in choices))
             at = cutoff(level, self._average)
-            state |= {t: (at, self._cap(t) * level if at else 0.0) for t in long}
-        return [(t, self._weights[t], at, bound) for t, (at, bound) in state.items()]
+            state |= {t: (at, self._cap(t) * level if at else 0.0) for t in choices}
+        return [(t, self._weights[t], *state[t]) for t in frequencies], read
+
+    def _hope(
+        self, frequencies: Mapping[int, int]
+    ) -> tuple[list[tuple[int, float, int, float]], float]:
+        """The lists cut so that at most ``HOPE_READ`` postings of the long lists are read,
+        with the smallest bounds that allows, and the cut those bounds prove."""
+        state = {t: (0, 0.0) for t, n in frequencies.items() if n <= WHOLE_LIST}
+        choices = {t: self._cuts(t) for t in frequencies if t not in state}
+        best = _tightest(list(choices.values()), HOPE_READ)
+        state |= {term: (at, bound) for term, (_, at, bound) in zip(choices, best, strict=True)}
+        lists = [(t, self._weights[t], *state[t]) for t in frequencies]
+        return lists, sum(bound for *_, bound in lists) + STATIC_MAX + 2 * MARGIN
+
+    def _cuts(self, term: int) -> list[tuple[int, int, float]]:
+        """A long list's possible cuts, each (postings read, cutoff, bound of the rest),
+        from reading the fewest postings to the most, short of its last tier (tf = 1):
+        every cut reading at most ``SHORT_HEAD`` postings but the deepest is dropped."""
+        cap = self._cap(term)
+        tiers = sorted(self._tiers(term), reverse=True)  # by tf, best first
+        best = [saturation(tf, length_of(top), self._average) for tf, _, top in tiers]
+        cuts = [(0, _UNREAD, cap * max(best))]
+        read = 0
+        for i, (tf, count, _) in enumerate(tiers):
+            if tf == 1:
+                break
+            read += count
+            cuts.append((read, tf << 16, cap * max(best[i + 1 :], default=0.0)))
+        short = [cut for cut in cuts if cut[0] <= SHORT_HEAD]
+        return short[-1:] + cuts[len(short) :]
 
     def _cap(self, term: int) -> float:
         return self._weights[term] * (K1 + 1.0)
@@ -221,4 +324,70 @@ class ThresholdSearch:
         return item, (frequencies, length), score
 
 
-__all__ = ["MARGIN", "Scored", "ThresholdSearch"]
+def _cheapest(
+    choices: Sequence[Sequence[tuple[int, int, float]]], budget: float
+) -> list[tuple[int, int, float]] | None:
+    """One cut per list, the fewest postings read in all, whose bounds sum under
+    ``budget``; ``None`` if there is none. Each list's cuts go from fewest postings read
+    (largest bound) to most (smallest): a depth-first search, pruned by the best total
+    found and by the smallest bounds the remaining lists can reach; past
+    ``_PLANS_TRIED`` steps, the best found so far (any combination under the budget is
+    exact, only slower)."""
+    floor = [0.0] * (len(choices) + 1)
+    for i in range(len(choices) - 1, -1, -1):
+        floor[i] = floor[i + 1] + choices[i][-1][2]
+    best: list[tuple[int, int, float]] | None = None
+    best_read = math.inf
+    chosen: list[tuple[int, int, float]] = []
+
+    tried = 0
+
+    def search(i: int, read: int, bound: float) -> None:
+        nonlocal best, best_read, tried
+        tried += 1
+        if read >= best_read or bound + floor[i] >= budget or tried > _PLANS_TRIED:
+            return
+        if i == len(choices):
+            best, best_read = list(chosen), read
+            return
+        for cut in choices[i]:
+            chosen.append(cut)
+            search(i + 1, read + cut[0], bound + cut[2])
+            chosen.pop()
+
+    search(0, 0, 0.0)
+    return best
+
+
+def _tightest(
+    choices: Sequence[Sequence[tuple[int, int, float]]], most: int
+) -> list[tuple[int, int, float]]:
+    """One cut per list, the smallest bounds in all reading at most ``most`` postings
+    (each list's first cut if even those read more): a depth-first search like
+    :func:`_cheapest`'s."""
+    floor = [0] * (len(choices) + 1)
+    for i in range(len(choices) - 1, -1, -1):
+        floor[i] = floor[i + 1] + choices[i][0][0]
+    best = [cuts[0] for cuts in choices]
+    best_bound = math.inf
+    chosen: list[tuple[int, int, float]] = []
+    tried = 0
+
+    def search(i: int, read: int, bound: float) -> None:
+        nonlocal best, best_bound, tried
+        tried += 1
+        if bound >= best_bound or read + floor[i] > most or tried > _PLANS_TRIED:
+            return
+        if i == len(choices):
+            best, best_bound = list(chosen), bound
+            return
+        for cut in reversed(choices[i]):  # the smallest bounds first
+            chosen.append(cut)
+            search(i + 1, read + cut[0], bound + cut[2])
+            chosen.pop()
+
+    search(0, 0, 0.0)
+    return best
+
+
+__all__ = ["MARGIN", "Scored", "ThresholdSearch", "Tier"]

@@ -31,7 +31,7 @@ from governed_memory.store.impact import length_of, tf_of
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.index_rows import unpack
-from governed_memory.store.sqlite.threshold import MARGIN, ThresholdSearch
+from governed_memory.store.sqlite.threshold import MARGIN, ThresholdSearch, Tier
 
 #: A posting as read: term, item, impact, confidence, updated_at, expires_at, kind.
 Posting = tuple[int, int, int, float, int, int, str]
@@ -53,12 +53,12 @@ class ScopedSearch:
         database: SQLiteDatabase,
         request: SearchRequest,
         scope: int,
-        heads: Callable[[int], int],
+        tiers: Callable[[int], Sequence[Tier]],
     ) -> None:
         self.db = database
         self.request = request
         self.scope = scope
-        self.heads = heads  # a term's head count (see threshold.py), cached by the caller
+        self.tiers = tiers  # a term's tiers (see threshold.py), cached by the caller
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
@@ -100,7 +100,7 @@ class ScopedSearch:
             statistics.average_length,
             self.now,
             frozenset(kinds) if kinds is not None else None,
-            self.heads,
+            self.tiers,
         )
         scored = search.run({t: statistics.document_frequency[t] for t in terms}, want)
         contenders = scored.contenders()

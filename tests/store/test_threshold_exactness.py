@@ -1,0 +1,174 @@
+"""The threshold search of a large SQLite scope returns exactly what exhaustive scoring
+returns, whatever the scope holds and whichever way the lists are cut.
+
+Each scope is generated from a seed: items whose words repeat (so a term's postings spread
+over several tiers of tf), confidences and write times drawn from a few values (so scores
+tie), items rewritten (their old version superseded), items superseded by another item,
+erased, of a forgotten subject, or expired. The reference is the in-memory store, which
+scores every match. The threshold method's sizes are shrunk so that these scopes are
+searched as a 100k-item scope is: lists cut at their tiers or left unread, a first pass
+that hopes for a higher cut, a common level when the tiers are not enough, the met items
+returned a few at a time.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governed_memory.crypto import Keyring
+from governed_memory.service import MemoryService
+from governed_memory.store.memory import MemoryStore
+from governed_memory.store.sqlite import SQLiteStore, threshold
+from tests.support.fakes import FakeClock, principal, query
+
+WRITER = principal()
+ERASER = principal(name="eraser")  # not the writer: a writer may not erase its own items
+WORDS = [f"t{i}" for i in range(30)]
+SCOPES = 6
+QUERIES = 40
+
+
+def content(rnd: random.Random) -> str:
+    """6-40 words, the first of the vocabulary far more common; some words repeated
+    up to six times, so a term's frequency in an item ranges over several tiers."""
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    words = rnd.choices(WORDS, weights, k=rnd.randint(6, 30))
+    for word in rnd.sample(words, k=min(3, len(words))):
+        words += [word] * rnd.randint(0, 5)
+    rnd.shuffle(words)
+    return " ".join(words)
+
+
+def scope_pair(seed: int, folder: Path) -> tuple[MemoryService, MemoryService]:
+    """The same generated scope in the exhaustive reference and in SQLite."""
+    rnd = random.Random(seed)
+    keyring, clock = Keyring(secrets.token_bytes(32)), FakeClock()
+    reference = MemoryService(MemoryStore(), keyring, clock=clock)
+    pruned = MemoryService(
+        SQLiteStore(folder / "gmem.sqlite3", synchronous="OFF"), keyring, clock=clock
+    )
+    pool = [content(rnd) for _ in range(8)]  # some items share their content: ties
+
+    def both(call: Callable[[MemoryService], Any]) -> None:
+        call(reference)
+        call(pruned)
+
+    versions: dict[str, int] = {}
+    subjects: dict[str, str] = {}
+    rewritable: list[str] = []  # live for a year, not superseded
+    for n in range(rnd.randint(250, 400)):
+        rewrite = rewritable and rnd.random() < 0.15
+        memory_id = rnd.choice(rewritable) if rewrite else f"m{n}"
+        body = {
+            "id": memory_id,
+            "agent_id": "support-bot",
+            "subject_id": subjects.get(memory_id, f"s{rnd.randrange(9)}"),
+            "purpose": "support",
+            "kind": rnd.choice(["fact", "preference"]),
+            "content": rnd.choice(pool) if rnd.random() < 0.2 else content(rnd),
+            "provenance": {"source": "test", "ref": str(n)},
+            "trust": "trusted",
+            "confidence": rnd.choice([0.3, 0.6, 0.9, round(rnd.random(), 2)]),
+            "expected_version": versions.get(memory_id, 0),  # a rewrite supersedes it
+            "ttl_seconds": 86_400 * 365 if rewrite else rnd.choice([3600, 86_400 * 365]),
+        }
+        if not rewrite and rewritable and rnd.random() < 0.05:
+            target = rnd.choice(rewritable)  # a correction: the target is superseded
+            body |= {"supersedes_id": target, "subject_id": subjects[target]}
+            rewritable.remove(target)
+        both(lambda service, body=body: service.write(WRITER, body))  # type: ignore[misc]
+        versions[memory_id] = versions.get(memory_id, 0) + 1
+        subjects[memory_id] = body["subject_id"]
+        if body["ttl_seconds"] > 3600 and memory_id not in rewritable:
+            rewritable.append(memory_id)
+        if rnd.random() < 0.3:  # else written at the same instant as the previous one
+            clock.advance(minutes=rnd.choice([1, 60, 600]))
+    for memory_id in rnd.sample(sorted(versions), k=len(versions) // 15):
+        both(lambda service, memory_id=memory_id: service.erase(ERASER, memory_id))  # type: ignore[misc]
+    both(lambda service: service.forget_subject(ERASER, "s8"))
+    clock.advance(hours=2)  # the one-hour items are now expired but not swept
+    return reference, pruned
+
+
+def searches(seed: int) -> Iterator[dict[str, Any]]:
+    rnd = random.Random(-seed)
+    for _ in range(QUERIES):
+        search = query(
+            " ".join(rnd.sample(WORDS[:20], k=rnd.randint(1, 4))),
+            limit=rnd.choice([1, 3, 10, 25]),
+            token_budget=rnd.choice([60, 10_000]),
+        )
+        if rnd.random() < 0.25:
+            search["kinds"] = ["preference"]
+        if rnd.random() < 0.15:
+            search["subject_id"] = f"s{rnd.randrange(9)}"
+        yield search
+
+
+def outcome(service: MemoryService, search: dict[str, Any]) -> list[tuple[str, float]]:
+    found = service.search(WRITER, search)
+    return [(hit.item.id, round(hit.score, 9)) for hit in found.items] + [
+        ("skipped", found.skipped),
+        ("used", found.used_tokens),
+    ]
+
+
+@pytest.fixture
+def small_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The threshold method's sizes shrunk to these scopes', and a count of the ways the
+    lists were read (so the test shows it went through each of them)."""
+    monkeypatch.setattr(threshold, "WHOLE_LIST", 8)
+    monkeypatch.setattr(threshold, "SHORT_HEAD", 4)
+    monkeypatch.setattr(threshold, "FIRST_PAGE", 3)
+    monkeypatch.setattr(threshold, "_FIRST_SCORED", 1)
+    monkeypatch.setattr(threshold, "HOPE_READ", 12)
+    monkeypatch.setattr(threshold, "_MET_PAGE", 6)
+    monkeypatch.setattr(threshold, "CHUNK", 4)
+    seen: Counter[str] = Counter()
+    plan, hope, met = (
+        threshold.ThresholdSearch._plan,
+        threshold.ThresholdSearch._hope,
+        threshold.ThresholdSearch._met,
+    )
+
+    def counted_plan(self: threshold.ThresholdSearch, *args: Any) -> Any:
+        lists, read = plan(self, *args)
+        seen["common level" if read == float("inf") else "tiers"] += 1
+        seen.update("unread" for _, _, at, _ in lists if at >= 1 << 62)
+        return lists, read
+
+    def counted_hope(self: threshold.ThresholdSearch, *args: Any) -> Any:
+        seen["hope"] += 1
+        return hope(self, *args)
+
+    def counted_met(self: threshold.ThresholdSearch, *args: Any) -> Any:
+        rows = met(self, *args)
+        seen["page full" if len(rows) == args[2] else "page"] += 1
+        return rows
+
+    monkeypatch.setattr(threshold.ThresholdSearch, "_plan", counted_plan)
+    monkeypatch.setattr(threshold.ThresholdSearch, "_hope", counted_hope)
+    monkeypatch.setattr(threshold.ThresholdSearch, "_met", counted_met)
+    return seen
+
+
+def test_the_threshold_search_ranks_exactly_as_exhaustive_scoring(
+    tmp_path: Path, small_sizes: Counter[str]
+) -> None:
+    """Across generated scopes (ties, rewrites, supersessions, erasures, a forgotten
+    subject, expired items) and queries (1-4 terms, limits, budgets, kind and subject
+    filters), the SQLite search returns the reference's items, scores and budget use."""
+    for seed in range(SCOPES):
+        reference, pruned = scope_pair(seed, tmp_path / f"scope{seed}")
+        for search in searches(seed):
+            assert outcome(pruned, search) == outcome(reference, search), (seed, search)
+        pruned.store.close()
+    # Every way of reading the lists was taken, so every one of them was checked.
+    assert {"tiers", "common level", "unread", "hope", "page", "page full"} <= set(small_sizes)
