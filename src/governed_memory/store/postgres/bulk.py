@@ -86,7 +86,7 @@ def rebuild(database: PostgresDatabase, tenants: Sequence[TenantRebuild]) -> set
                 continue
             scopes = [row[0] for row in conn.execute(sql.TENANT_SCOPE_IDS, (tenant_id,))]
             conn.execute(sql.DELETE_SCOPE_POSTINGS, (scopes,))
-            conn.execute(sql.DELETE_SCOPE_DOCUMENTS, (scopes,))
+            conn.execute(sql.DELETE_TENANT_DOCUMENTS, (tenant_id,))
             conn.execute(sql.DELETE_SCOPE_VECTORS, (scopes,))
             conn.execute(sql.EMPTY_SCOPES, (tenant_id,))
             conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
@@ -105,6 +105,7 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                 copy.write_row((rowid, *item_row(change.item)))
         documents: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, int, bytes]] = []
+        totals: dict[int, list[int]] = {}
         with cursor.copy(sql.COPY_POSTINGS) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
                 item, index = change.item, change.index
@@ -112,6 +113,9 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                     continue
                 scope = scope_ids[(item.agent_id, item.purpose)]
                 documents.append(document_row(rowid, scope, item, index))
+                total = totals.setdefault(scope, [0, 0])
+                total[0] += 1
+                total[1] += index.length
                 if index.vector is not None:
                     vectors.append((rowid, scope, index.vector))
                 for row in posting_rows(rowid, scope, index):
@@ -123,7 +127,11 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
             with cursor.copy(sql.COPY_VECTORS) as copy:
                 for vector in vectors:
                     copy.write_row(vector)
-    conn.execute(sql.SCOPE_TOTALS, (sorted(set(scope_ids.values())),))
+    ids = sorted(totals)
+    conn.execute(
+        sql.SCOPE_TOTALS,
+        (ids, [totals[i][0] for i in ids], [totals[i][1] for i in ids]),
+    )
 
 
 def _scopes(
