@@ -162,7 +162,7 @@ class Items(Protocol):
         ...
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        """Around a whole rebuild: a store may relax durability per tenant (a rebuild
+        """Around a whole rebuild: a store may relax the durability of each swap (a rebuild
         interrupted by a crash is done again) provided the result is durable when the
         block ends and the store stays consistent throughout."""
         ...

@@ -92,7 +92,7 @@ class PostgresStore(SQLReads, SQLSessions):
         bulk.import_idempotency(self.database, records)
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        return nullcontext()  # each tenant's rebuild commits durably on its own
+        return nullcontext()  # each swap of tenants commits durably on its own
 
     def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
         return bulk.rebuild(self.database, tenants)

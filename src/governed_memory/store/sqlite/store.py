@@ -109,7 +109,7 @@ class SQLiteStore(SQLReads, SQLSessions):
         bulk.import_idempotency(self.database, records)
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        """Each tenant's rebuild commits without waiting for the disk (``synchronous =
+        """Each swap of tenants commits without waiting for the disk (``synchronous =
         NORMAL`` for that transaction alone: WAL keeps the file consistent, a crash loses
         at most the last tenants, which a rebuild does again); the log is made durable
         once, at the end. Other writes meanwhile keep their own fsync."""
