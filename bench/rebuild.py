@@ -1,10 +1,11 @@
 """The projection rebuild, timed in a process of its own with a time limit.
 
 ``python -m bench.rebuild DATA_DIR`` runs ``service.maintenance.rebuild()`` over the
-store and prints one JSON line per tenant rebuilt (events and items so far, seconds), then
-a final line. The parent stops it after a time limit and takes the rate from the last line
-it printed: a slow rebuild cannot hold the whole benchmark hostage, and each tenant is
-rebuilt in its own transaction, so a stopped rebuild leaves every tenant consistent.
+store and prints one JSON line per transaction of tenants swapped in (events, items and
+tenants so far, seconds), then a final line. The parent stops it after a time limit and
+takes the rate from the last line it printed: a slow rebuild cannot hold the whole
+benchmark hostage, and tenants are swapped in by whole transactions, so a stopped rebuild
+leaves every tenant consistent.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from governed_memory.bootstrap import open_service
 from governed_memory.core.events import StoredEvent
-from governed_memory.records import ItemChange
+from governed_memory.records import TenantRebuild
 
 
 def _run(data_dir: str) -> None:
@@ -34,11 +35,13 @@ def _run(data_dir: str) -> None:
             progress["events"] += 1
             yield stored
 
-    def counted_rebuild(tenant_id: str, changes: Sequence[ItemChange], *rest: Any) -> None:
-        rebuild(tenant_id, changes, *rest)
-        progress["items"] += len(changes)
-        progress["tenants"] += 1
+    def counted_rebuild(tenants: Sequence[TenantRebuild]) -> set[str]:
+        moved = rebuild(tenants)
+        swapped = [tenant for tenant in tenants if tenant.tenant_id not in moved]
+        progress["items"] += sum(len(tenant.changes) for tenant in swapped)
+        progress["tenants"] += len(swapped)
         print(json.dumps(progress | {"seconds": time.perf_counter() - start}), flush=True)
+        return moved
 
     store.tenant_events = counted_events  # type: ignore[method-assign]
     store.rebuild = counted_rebuild  # type: ignore[method-assign, assignment]

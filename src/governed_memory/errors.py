@@ -30,7 +30,6 @@ same slugs. Messages carry ids, versions and field names, never memory content.
         ├── IdempotencyKeyTaken    a concurrent request committed the same key first
         ├── SubjectKeyGone         the key that sealed a write was destroyed meanwhile
         ├── SubjectChanged         a forget would leave an item of the subject undeleted
-        ├── LogMoved               events landed after a rebuild read the log
         └── ReadWouldWait          a read asked not to wait could not be answered at once
 
 A problem's ``type`` is :data:`TYPE_PREFIX` followed by the slug. Three exceptions stay
@@ -250,10 +249,6 @@ class SubjectChanged(StoreSignal):
     """A forget would leave an item of the subject undeleted (one was written meanwhile)."""
 
 
-class LogMoved(StoreSignal):
-    """Events were appended after a rebuild read the log: fold again."""
-
-
 class ReadWouldWait(StoreSignal):
     """A read asked not to wait could not be answered at once (see ``ApiKeys.api_key``)."""
 
@@ -269,7 +264,6 @@ __all__ = [
     "IdempotencyKeyReused",
     "IdempotencyKeyTaken",
     "InvalidTransition",
-    "LogMoved",
     "MalformedRequest",
     "MethodNotAllowed",
     "NotFound",

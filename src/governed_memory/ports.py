@@ -27,7 +27,6 @@ from governed_memory.records import (
     ConsoleSession,
     IdempotencyRecord,
     IndexedContent,
-    ItemChange,
     ItemKey,
     RetentionCursor,
     SealedVector,
@@ -35,6 +34,7 @@ from governed_memory.records import (
     SearchRequest,
     SearchRows,
     SubjectKey,
+    TenantRebuild,
 )
 from governed_memory.tokens import Tokenizer
 
@@ -170,15 +170,15 @@ class Items(Protocol):
         ...
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        """Around a whole rebuild: a store may relax durability per tenant (a rebuild
+        """Around a whole rebuild: a store may relax the durability of each swap (a rebuild
         interrupted by a crash is done again) provided the result is durable when the
         block ends and the store stays consistent throughout."""
         ...
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
-        """Replace the tenant's projection rows and postings with ``changes``, atomically,
-        if the tenant's last event is still at position ``through`` (the log they were
-        folded from); otherwise raise ``LogMoved`` and change nothing."""
+    def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
+        """Replace each tenant's projection rows and postings with its ``changes``, all in
+        one transaction, except the tenants whose last event is no longer at ``through``
+        (the log they were folded from): those are left unchanged, and returned."""
         ...
 
 

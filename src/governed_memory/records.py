@@ -209,6 +209,16 @@ class ItemChange:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantRebuild:
+    """A tenant's projection rows (``changes``, each expected absent) as the fold of its
+    log up to position ``through`` leaves them; a rebuild swaps them in (``Store.rebuild``)."""
+
+    tenant_id: str
+    changes: Sequence[ItemChange]
+    through: int
+
+
+@dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
     """The first outcome of a request made with an idempotency key, by one credential."""
 
@@ -345,6 +355,7 @@ __all__ = [
     "SearchRequest",
     "SearchRows",
     "SubjectKey",
+    "TenantRebuild",
     "credential_of",
     "serves_index",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from governed_memory.service import MemoryService
-from tests.support.fakes import body, principal
+from tests.support.fakes import body, principal, query
 
 WRITER = principal()
 
@@ -40,21 +40,32 @@ def test_a_snapshot_does_not_see_a_concurrent_forget(service: MemoryService) -> 
     assert store.subject_key("acme", "customer-1") is None
 
 
-def test_a_rebuild_folded_from_an_older_log_is_refused(service: MemoryService) -> None:
-    """A write that lands after the rebuild read the log makes the store refuse the swap."""
-    import pytest
-
+def test_a_rebuild_leaves_out_a_tenant_whose_log_moved_and_swaps_in_the_others(
+    service: MemoryService,
+) -> None:
+    """A write that lands after the rebuild read a tenant's log makes the store leave that
+    tenant as it is (and name it), while the other tenants of the same swap are replaced."""
     from governed_memory.core.projection import replay
-    from governed_memory.errors import LogMoved
-    from governed_memory.records import ItemChange
+    from governed_memory.records import ItemChange, TenantRebuild
 
+    other = principal("globex")
     service.write(WRITER, body(id="m1"))
-    events = list(service.store.tenant_events("acme"))
-    stale = [ItemChange(item, 0, None) for item in replay(e.event for e in events).values()]
+    service.write(other, body(id="g1"))
+
+    def unindexed_fold(tenant: str) -> TenantRebuild:
+        events = list(service.store.tenant_events(tenant))
+        items = replay(e.event for e in events).values()
+        return TenantRebuild(
+            tenant, [ItemChange(item, 0, None) for item in items], events[-1].position
+        )
+
+    stale, fresh = unindexed_fold("acme"), unindexed_fold("globex")
     service.write(WRITER, body(id="m2"))  # acknowledged after the fold
-    with pytest.raises(LogMoved):
-        service.store.rebuild("acme", stale, events[-1].position)
+    assert service.store.rebuild([stale, fresh]) == {"acme"}
     assert service.store.get("acme", "m2") is not None
-    assert service.maintenance.rebuild() == 2
+    assert sorted(hit.item.id for hit in service.search(WRITER, query()).items) == ["m1", "m2"]
+    assert service.search(other, query()).items == []  # swapped in: no postings passed
+    assert service.maintenance.rebuild() == 3
     assert service.verify_replay().ok
     assert service.get(WRITER, "m2").content == "The customer prefers email over phone calls."
+    assert [hit.item.id for hit in service.search(other, query()).items] == ["g1"]

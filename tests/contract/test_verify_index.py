@@ -59,6 +59,19 @@ def test_a_store_changed_in_every_way_verifies_clean_with_its_index(
     assert service.verify_replay().differences == []
 
 
+def test_a_rebuild_leaves_every_search_answering_and_scoring_as_before(
+    service: MemoryService, clock: FakeClock
+) -> None:
+    """The rebuilt index finds, ranks and scores exactly as the one built write by write:
+    its scopes' document counts and total lengths, which every score uses, included."""
+    every_change(service, clock)
+    searches = [QUERY | {"query": text} for text in ("email", "calls fridays", "lives", "maybe")]
+    before = [service.search(WRITER, search).to_dict() for search in searches]
+    assert all(result["items"] for result in before)
+    service.maintenance.rebuild()
+    assert [service.search(WRITER, search).to_dict() for search in searches] == before
+
+
 def test_with_semantic_recall_on_every_searchable_item_has_its_vector(
     store: Store, clock: FakeClock
 ) -> None:

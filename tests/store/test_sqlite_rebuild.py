@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from governed_memory.bootstrap import open_service
-from governed_memory.records import ItemChange
+from governed_memory.records import TenantRebuild
 from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock, body, principal, query, reviewer
 
@@ -60,7 +60,7 @@ def test_a_bad_export_line_imports_nothing(tmp_path: Path) -> None:
 
 
 def test_only_the_rebuilds_own_commits_skip_their_fsync(tmp_path: Path) -> None:
-    """During a rebuild each tenant's swap commits at synchronous=NORMAL, a write
+    """During a rebuild each swap of tenants commits at synchronous=NORMAL, a write
     acknowledged meanwhile still commits at FULL, and FULL is back when it ends."""
     service = open_service(data_dir=tmp_path, clock=FakeClock(), synchronous="FULL")
     store = service.store
@@ -72,13 +72,13 @@ def test_only_the_rebuilds_own_commits_skip_their_fsync(tmp_path: Path) -> None:
 
     original = store.rebuild
 
-    def rebuild(tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+    def rebuild(tenants: Sequence[TenantRebuild]) -> set[str]:
         with store.database.write_transaction(deferred=True):
             seen.append(("swap", level()))
         if len(seen) == 1:  # once: the write moves the log, and the tenant is folded again
             service.write(writer, body(id="during", content="written meanwhile"))
             seen.append(("write", level()))
-        original(tenant_id, changes, through)
+        return original(tenants)
 
     service.write(writer, body(id="a", content="email"))
     store.rebuild = rebuild  # type: ignore[method-assign]

@@ -17,7 +17,6 @@ from governed_memory.core.policy import RetentionKey
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
-    LogMoved,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
@@ -27,9 +26,9 @@ from governed_memory.records import (
     BrowseRequest,
     ChainLink,
     IdempotencyRecord,
-    ItemChange,
     RetentionCursor,
     SubjectKey,
+    TenantRebuild,
 )
 from governed_memory.store.chain_links import MemoryChain
 from governed_memory.store.memory_search import MemorySearch
@@ -278,18 +277,21 @@ class MemoryStore(MemorySearch):
     def rebuilding(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
+    def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
         with self._lock:
-            last = max(
-                (e.position for e in self._events if e.event.tenant_id == tenant_id), default=0
-            )
-            if last != through:
-                raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
-            for key in [k for k in self._items if k[0] == tenant_id]:
+            heads: dict[str, int] = {}
+            for stored in self._events:
+                heads[stored.event.tenant_id] = stored.position
+            moved = {t.tenant_id for t in tenants if heads.get(t.tenant_id, 0) != t.through}
+            swapped = {t.tenant_id for t in tenants} - moved
+            for key in [k for k in self._items if k[0] in swapped]:
                 self._reindex(self._items.pop(key), None)
-            for change in changes:
-                self._items[change.item.key] = change.item
-                self._reindex(change.item, change.index)
+            for tenant in tenants:
+                if tenant.tenant_id in swapped:
+                    for change in tenant.changes:
+                        self._items[change.item.key] = change.item
+                        self._reindex(change.item, change.index)
+            return moved
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -12,8 +12,7 @@ from typing import Any
 
 from governed_memory.codec import EVENT_COLUMNS, idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
-from governed_memory.errors import LogMoved
-from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey, TenantRebuild
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
@@ -71,25 +70,29 @@ def import_idempotency(database: PostgresDatabase, records: Sequence[Idempotency
         )
 
 
-def rebuild(
-    database: PostgresDatabase, tenant_id: str, changes: Sequence[ItemChange], through: int
-) -> None:
-    """Replace the tenant's projection rows and postings with ``changes``, atomically;
-    ``LogMoved`` if the tenant's last event is no longer at ``through``."""
+def rebuild(database: PostgresDatabase, tenants: Sequence[TenantRebuild]) -> set[str]:
+    """Replace the projection rows and postings of several tenants with their changes, in
+    one transaction; a tenant whose last event is no longer at its ``through`` is left as
+    it is, and returned."""
+    moved: set[str] = set()
     with database.write_transaction() as conn:
         # write_transaction holds the log's write lock: no event can land until this
-        # rebuild commits, so the check below cannot be overtaken.
-        row = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
-        if (int(row[0]) if row else 0) != through:
-            raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
-        scopes = [row[0] for row in conn.execute(sql.TENANT_SCOPE_IDS, (tenant_id,))]
-        conn.execute(sql.DELETE_SCOPE_POSTINGS, (scopes,))
-        conn.execute(sql.DELETE_SCOPE_DOCUMENTS, (scopes,))
-        conn.execute(sql.DELETE_SCOPE_VECTORS, (scopes,))
-        conn.execute(sql.EMPTY_SCOPES, (tenant_id,))
-        conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
-        if changes:
-            _load(conn, tenant_id, changes)
+        # rebuild commits, so the checks below cannot be overtaken.
+        for tenant in tenants:
+            tenant_id = tenant.tenant_id
+            row = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
+            if (int(row[0]) if row else 0) != tenant.through:
+                moved.add(tenant_id)
+                continue
+            scopes = [row[0] for row in conn.execute(sql.TENANT_SCOPE_IDS, (tenant_id,))]
+            conn.execute(sql.DELETE_SCOPE_POSTINGS, (scopes,))
+            conn.execute(sql.DELETE_TENANT_DOCUMENTS, (tenant_id,))
+            conn.execute(sql.DELETE_SCOPE_VECTORS, (scopes,))
+            conn.execute(sql.EMPTY_SCOPES, (tenant_id,))
+            conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
+            if tenant.changes:
+                _load(conn, tenant_id, tenant.changes)
+    return moved
 
 
 def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> None:
@@ -102,6 +105,7 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                 copy.write_row((rowid, *item_row(change.item)))
         documents: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, int, bytes]] = []
+        totals: dict[int, list[int]] = {}
         with cursor.copy(sql.COPY_POSTINGS) as copy:
             for rowid, change in zip(rowids, changes, strict=True):
                 item, index = change.item, change.index
@@ -109,6 +113,9 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
                     continue
                 scope = scope_ids[(item.agent_id, item.purpose)]
                 documents.append(document_row(rowid, scope, item, index))
+                total = totals.setdefault(scope, [0, 0])
+                total[0] += 1
+                total[1] += index.length
                 if index.vector is not None:
                     vectors.append((rowid, scope, index.vector))
                 for row in posting_rows(rowid, scope, index):
@@ -120,7 +127,11 @@ def _load(conn: Connection, tenant_id: str, changes: Sequence[ItemChange]) -> No
             with cursor.copy(sql.COPY_VECTORS) as copy:
                 for vector in vectors:
                     copy.write_row(vector)
-    conn.execute(sql.SCOPE_TOTALS, (sorted(set(scope_ids.values())),))
+    ids = sorted(totals)
+    conn.execute(
+        sql.SCOPE_TOTALS,
+        (ids, [totals[i][0] for i in ids], [totals[i][1] for i in ids]),
+    )
 
 
 def _scopes(

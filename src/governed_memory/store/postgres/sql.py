@@ -422,7 +422,11 @@ IMPORT_EVENT = (
 
 TENANT_SCOPE_IDS = "SELECT id FROM scopes WHERE tenant_id = %s"
 DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ANY (%s::bigint[])"
-DELETE_SCOPE_DOCUMENTS = "DELETE FROM search_docs WHERE scope = ANY (%s::bigint[])"
+# By the tenant's items, before they go: search_docs has no index on its scope, and a
+# rebuild deletes the documents of every tenant in turn.
+DELETE_TENANT_DOCUMENTS = (
+    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = %s)"
+)
 DELETE_SCOPE_VECTORS = "DELETE FROM search_vectors WHERE scope = ANY (%s::bigint[])"
 EMPTY_SCOPES = "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s"
 DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = %s"
@@ -442,9 +446,9 @@ COPY_DOCUMENTS = (
     "tfs) FROM STDIN"
 )
 COPY_VECTORS = "COPY search_vectors (item, scope, vector) FROM STDIN"
+# Each scope's totals as counted while its documents were loaded (id, documents, length).
 SCOPE_TOTALS = (
-    "UPDATE scopes SET documents = agg.documents, total_length = agg.total_length "
-    "FROM (SELECT scope, count(*) AS documents, sum(length) AS total_length "
-    "FROM search_docs WHERE scope = ANY (%s::bigint[]) GROUP BY scope) AS agg "
-    "WHERE scopes.id = agg.scope"
+    "UPDATE scopes SET documents = t.documents, total_length = t.total_length "
+    "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS t (id, documents, total_length) "
+    "WHERE scopes.id = t.id"
 )

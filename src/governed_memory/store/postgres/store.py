@@ -22,11 +22,11 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
-    ItemChange,
     ItemKey,
     SearchMatches,
     SearchRequest,
     SubjectKey,
+    TenantRebuild,
 )
 from governed_memory.store.group_commit import GroupCommit
 from governed_memory.store.postgres import bulk, search, sql
@@ -95,10 +95,10 @@ class PostgresStore(SQLReads, SQLSessions):
         bulk.import_idempotency(self.database, records)
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        return nullcontext()  # each tenant's rebuild commits durably on its own
+        return nullcontext()  # each swap of tenants commits durably on its own
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
-        bulk.rebuild(self.database, tenant_id, changes, through)
+    def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
+        return bulk.rebuild(self.database, tenants)
 
     # -- search ---------------------------------------------------------------------------
 

@@ -14,8 +14,7 @@ from typing import Any
 
 from governed_memory.codec import idempotency_result, item_row
 from governed_memory.core.events import StoredEvent
-from governed_memory.errors import LogMoved
-from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey
+from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey, TenantRebuild
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.sqlite import sql
@@ -63,31 +62,32 @@ def import_idempotency(database: SQLiteDatabase, records: Sequence[IdempotencyRe
 
 
 def rebuild(
-    database: SQLiteDatabase, tenant_id: str, changes: Sequence[ItemChange], through: int
-) -> dict[ScopeKey, int]:
-    """Replace the tenant's rows in bulk: a few statements, not a few per item.
+    database: SQLiteDatabase, tenants: Sequence[TenantRebuild]
+) -> tuple[set[str], dict[ScopeKey, int]]:
+    """Replace the rows of several tenants in bulk, in one transaction: a few statements
+    per tenant and a few per chunk of items, not a few per item.
 
-    Refused with ``LogMoved`` if the tenant's last event is no longer at ``through``.
-    Returns the ids of the tenant's scopes, committed.
+    A tenant whose last event is no longer at its ``through`` is left as it is. Returns
+    those tenants, and the ids of the other tenants' scopes, committed.
     """
     with database.write_transaction(deferred=True) as conn:
         # The write transaction holds the write lock: no event can land until this
-        # rebuild commits, so the check below cannot be overtaken.
-        (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
-        if last != through:  # a write landed after the log was read: fold again
-            raise LogMoved(f"tenant {tenant_id!r} has events after position {through}")
-        scopes = _clear(conn, tenant_id)
+        # rebuild commits, so the checks below cannot be overtaken.
+        moved = {t.tenant_id for t in tenants if _head(conn, t.tenant_id) != t.through}
+        swapped = [t for t in tenants if t.tenant_id not in moved]
+        scopes = _clear(conn, [tenant.tenant_id for tenant in swapped])
+        changes = [change for tenant in swapped for change in tenant.changes]
         for change in changes:
-            key = (tenant_id, change.item.agent_id, change.item.purpose)
+            key = (change.item.tenant_id, change.item.agent_id, change.item.purpose)
             if change.index is not None and key not in scopes:
                 conn.execute(sql.NEW_SCOPE, key)
                 scopes[key] = conn.execute(sql.GET_SCOPE_ID, key).fetchone()[0]
         (top,) = conn.execute(sql.TOP_ROWID).fetchone()
         totals = {scope: [0, 0] for scope in scopes.values()}
-        # A chunk of items at a time: the rows of a whole tenant are never held at once.
+        # A chunk of items at a time: the rows of all of them are never held at once.
         for start in range(0, len(changes), LOAD_CHUNK):
             chunk = changes[start : start + LOAD_CHUNK]
-            rows = _Rows.of(tenant_id, chunk, scopes, first_rowid=top + 1 + start)
+            rows = _Rows.of(chunk, scopes, first_rowid=top + 1 + start)
             conn.executemany(sql.LOAD_ITEM, rows.items)
             conn.executemany(sql.INSERT_DOCUMENT, rows.documents)
             conn.executemany(sql.LOAD_VECTOR, rows.vectors)
@@ -99,18 +99,29 @@ def rebuild(
         conn.executemany(
             sql.SCOPE_TOTALS, [(n, length, scope) for scope, (n, length) in totals.items()]
         )
+    return moved, scopes
+
+
+def _head(conn: sqlite3.Connection, tenant_id: str) -> int:
+    """The position of the tenant's last event (0: none)."""
+    (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
+    return int(last)
+
+
+def _clear(conn: sqlite3.Connection, tenant_ids: list[str]) -> dict[ScopeKey, int]:
+    """Delete the tenants' items, documents and postings; their scopes' ids, which stay."""
+    scopes = {
+        (tenant, agent, purpose): scope
+        for tenant_id in tenant_ids
+        for scope, tenant, agent, purpose in conn.execute(sql.TENANT_SCOPES, (tenant_id,))
+    }
+    ids = [(scope,) for scope in scopes.values()]
+    conn.executemany(sql.DELETE_SCOPE_POSTINGS, ids)
+    conn.executemany(sql.DELETE_SCOPE_VECTORS, ids)
+    tenants = [(tenant_id,) for tenant_id in tenant_ids]
+    conn.executemany(sql.DELETE_TENANT_DOCUMENTS, tenants)
+    conn.executemany(sql.DELETE_TENANT_ITEMS, tenants)
     return scopes
-
-
-def _clear(conn: sqlite3.Connection, tenant_id: str) -> dict[ScopeKey, int]:
-    """Delete the tenant's items, documents and postings; its scopes' ids, which stay."""
-    scopes = conn.execute(sql.TENANT_SCOPES, (tenant_id,)).fetchall()
-    for scope, *_ in scopes:
-        conn.execute(sql.DELETE_SCOPE_POSTINGS, (scope,))
-        conn.execute(sql.DELETE_SCOPE_VECTORS, (scope,))
-    conn.execute(sql.DELETE_TENANT_DOCUMENTS, (tenant_id,))
-    conn.execute(sql.DELETE_TENANT_ITEMS, (tenant_id,))
-    return {(t, a, p): scope for scope, t, a, p in scopes}
 
 
 @dataclass
@@ -125,24 +136,21 @@ class _Rows:
 
     @classmethod
     def of(
-        cls,
-        tenant_id: str,
-        changes: Sequence[ItemChange],
-        scopes: dict[ScopeKey, int],
-        first_rowid: int,
+        cls, changes: Sequence[ItemChange], scopes: dict[ScopeKey, int], first_rowid: int
     ) -> _Rows:
-        rows = cls(totals={scope: [0, 0] for scope in scopes.values()})
+        rows = cls()
         for rowid, change in enumerate(changes, start=first_rowid):
             item, index = change.item, change.index
             rows.items.append((rowid, *item_row(item)))
             if index is None:
                 continue
-            scope = scopes[(tenant_id, item.agent_id, item.purpose)]
+            scope = scopes[(item.tenant_id, item.agent_id, item.purpose)]
             rows.documents.append(document_row(rowid, scope, item, index))
             if index.vector is not None:
                 rows.vectors.append((rowid, scope, index.vector))
-            rows.totals[scope][0] += 1
-            rows.totals[scope][1] += index.length
+            total = rows.totals.setdefault(scope, [0, 0])
+            total[0] += 1
+            total[1] += index.length
             rows.postings.extend(posting_rows(rowid, scope, index))
         return rows
 

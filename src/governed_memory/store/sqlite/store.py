@@ -26,11 +26,11 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
-    ItemChange,
     ItemKey,
     SearchMatches,
     SearchRequest,
     SubjectKey,
+    TenantRebuild,
 )
 from governed_memory.store.group_commit import GroupCommit
 from governed_memory.store.sql_reads import SQLReads
@@ -113,16 +113,18 @@ class SQLiteStore(SQLReads, SQLSessions):
         bulk.import_idempotency(self.database, records)
 
     def rebuilding(self) -> AbstractContextManager[None]:
-        """Each tenant's rebuild commits without waiting for the disk (``synchronous =
+        """Each swap of tenants commits without waiting for the disk (``synchronous =
         NORMAL`` for that transaction alone: WAL keeps the file consistent, a crash loses
         at most the last tenants, which a rebuild does again); the log is made durable
         once, at the end. Other writes meanwhile keep their own fsync."""
         return self.database.deferred_sync()
 
-    def rebuild(self, tenant_id: str, changes: Sequence[ItemChange], through: int) -> None:
-        """Replace the tenant's rows in bulk: a few statements, not a few per item."""
-        scopes = bulk.rebuild(self.database, tenant_id, changes, through)
+    def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
+        """Replace the tenants' rows in bulk, in one transaction: a few statements per
+        tenant and per chunk of items, not a few per item."""
+        moved, scopes = bulk.rebuild(self.database, tenants)
         self._batches.scope_ids.update(scopes)  # only once the scope rows are committed
+        return moved
 
     # -- search ---------------------------------------------------------------------------
 
