@@ -56,3 +56,46 @@ def test_a_subject_written_during_a_rebuild_is_indexed() -> None:
     assert embedder.embedded == ["Calls on Sundays.", "A car.", "Calls on Sundays."]
     assert ids(service, "sundays") == ["b"]
     assert ids(service, "telephone") == ["b"]
+
+
+class SteadyTraffic(MemoryStore):
+    """A store where, after every read of a tenant's log, each other tenant gets a write:
+    about one write per tenant per fold, as under steady traffic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.traffic: Callable[[str], object] | None = None
+
+    def tenant_events(self, tenant_id: str) -> Iterator[StoredEvent]:
+        events = super().tenant_events(tenant_id)
+        if self.traffic is not None:
+            self.traffic(tenant_id)
+        return events
+
+
+def test_a_rebuild_under_steady_writes_to_many_tenants_still_finishes() -> None:
+    """Tenants folded together are swapped in together; one a write landed in meanwhile is
+    folded again and swapped in alone, right after its fold, so writes to the tenants folded
+    after it do not keep it out: 25 busy tenants are all rebuilt, each with every write."""
+    store = SteadyTraffic()
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    tenants = [f"t{n:02}" for n in range(25)]
+    writers = {tenant: principal(tenant) for tenant in tenants}
+    for tenant in tenants:
+        service.write(writers[tenant], body(id="first"))
+    written = dict.fromkeys(tenants, 1)
+
+    def traffic(read: str) -> None:
+        for tenant in tenants:
+            if tenant != read:
+                service.write(writers[tenant], body(id=f"m{written[tenant]}"))
+                written[tenant] += 1
+
+    store.traffic = traffic
+    rebuilt = service.maintenance.rebuild()
+    store.traffic = None
+    assert rebuilt >= 25
+    for tenant in tenants:
+        page = service.browse(writers[tenant], limit=200)
+        assert len(page.items) == written[tenant]
+    assert service.verify_replay().differences == []

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import random
 import secrets
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from governed_memory.core.values import Trust
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, threshold
 from tests.support.fakes import FakeClock, principal, query
+from tests.support.fakes import body as item_body
 
 WRITER = principal()
 ERASER = principal(name="eraser")  # not the writer: a writer may not erase its own items
@@ -172,3 +176,85 @@ def test_the_threshold_search_ranks_exactly_as_exhaustive_scoring(
         pruned.store.close()
     # Every way of reading the lists was taken, so every one of them was checked.
     assert {"tiers", "common level", "unread", "hope", "page", "page full"} <= set(small_sizes)
+
+
+def test_writes_between_searches_leave_no_stale_bound(
+    tmp_path: Path, small_sizes: Counter[str]
+) -> None:
+    """The tiers bound what each cut leaves unread and are kept between searches until the
+    scope changes: after rounds of searches, new items (one with a term repeated more often
+    than any before: a new top tier), rewrites and erasures, the SQLite search still
+    returns the reference's items, scores and budget use."""
+    for seed in range(2):
+        reference, pruned = scope_pair(seed, tmp_path / f"scope{seed}")
+        rnd = random.Random(1000 + seed)
+        for round_ in range(4):
+            for search in searches(seed + round_):
+                assert outcome(pruned, search) == outcome(reference, search), (seed, search)
+            word = rnd.choice(WORDS[:5])
+            changes = [
+                {"id": f"new{round_}", "content": " ".join([word] * (12 + round_))},
+                {"id": f"new{round_}b", "content": content(rnd)},
+            ]
+            for change in changes:
+                for service in (reference, pruned):
+                    service.write(WRITER, item_body(subject_id="s0", **change))
+            if round_ % 2:
+                for service in (reference, pruned):
+                    service.erase(ERASER, f"new{round_ - 1}")
+        pruned.store.close()
+
+
+def test_every_change_of_a_scopes_postings_moves_its_generation(tmp_path: Path) -> None:
+    """The cached tiers and document frequencies are keyed by the scope's generation, so
+    every change of its postings must move it: a write, a rewrite, a promotion, an erasure,
+    a forget, an expiry and a rebuild each do."""
+    clock = FakeClock()
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
+    reviewer = principal(name="reviewer")
+
+    def generation() -> int:
+        with closing(sqlite3.connect(tmp_path / "gmem.sqlite3")) as db:
+            ((value,),) = db.execute("SELECT generation FROM scopes").fetchall()
+        return int(value)
+
+    service.write(WRITER, item_body(id="a", content="t1 t1 t2"))
+    untrusted = principal(name="agent", trust=Trust.UNTRUSTED)
+    # (what changes the postings, what comes first without being the change itself)
+    changes: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        ("write", lambda: None, lambda: service.write(WRITER, item_body(id="b", content="t1"))),
+        (
+            "rewrite",
+            lambda: None,
+            lambda: service.write(
+                WRITER, item_body(id="a", content="t1 t1 t1 t3", expected_version=1)
+            ),
+        ),
+        (
+            "promotion",
+            lambda: service.write(untrusted, item_body(id="c", content="t1 t4", trust="untrusted")),
+            lambda: service.promote(reviewer, "c", expected_version=1),
+        ),
+        ("erasure", lambda: None, lambda: service.erase(ERASER, "b")),
+        (
+            "forget",
+            lambda: service.write(WRITER, item_body(id="d", content="t1", subject_id="s9")),
+            lambda: service.forget_subject(ERASER, "s9"),
+        ),
+        (
+            "expiry",
+            lambda: (
+                service.write(WRITER, item_body(id="e", content="t1", ttl_seconds=60)),
+                clock.advance(minutes=5),
+            ),
+            service.expire_due,
+        ),
+        ("rebuild", lambda: None, service.maintenance.rebuild),
+    ]
+    for name, before_it, change in changes:
+        before_it()
+        before = generation()
+        change()
+        assert generation() > before, name
+    store.close()

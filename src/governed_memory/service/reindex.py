@@ -7,9 +7,10 @@ semantic recall is on (vectors are not kept with the entries); every other activ
 content is opened with its keys and indexed again under the service's search settings
 (terms, and vectors when semantic recall is on). Tenants are folded one after another and
 swapped in together, a few thousand items a transaction (``Store.rebuild``); the store
-leaves out a tenant an event landed in after its fold, and that tenant is folded again:
-index entries already made are kept (an entry depends only on an item's content version),
-so a retry costs the new items only.
+leaves out a tenant an event landed in after its fold, and that tenant is folded again and
+swapped in alone, right after its fold, up to ``REBUILD_ATTEMPTS`` times (steady writes to
+many tenants never starve a whole batch): index entries already made are kept (an entry
+depends only on an item's content version), so a retry costs the new items only.
 
 ``gmem replay`` rebuilds under the settings the index was built with; ``gmem reindex``
 rebuilds under new ones: it first records that a rebuild is under way, so every instance
@@ -132,24 +133,28 @@ class Rebuild:
         return len(changes)
 
     def _swap(self, pending: list[_Tenant]) -> int:
-        """Swap the folded tenants in, in one transaction; fold again those a write
-        landed in meanwhile, and swap them again. The number of items swapped in."""
-        swapped = 0
+        """Swap the folded tenants in, in one transaction; a tenant a write landed in
+        meanwhile is then folded again and swapped in on its own, right after its fold (its
+        window for a write is one fold, not a batch's), up to ``REBUILD_ATTEMPTS`` times. The
+        number of items swapped in."""
+        moved = self._store.rebuild([tenant.rows for tenant in pending])
+        swapped = sum(self._swapped(tenant) for tenant in pending if tenant.id not in moved)
+        for tenant in pending:
+            if tenant.id in moved:
+                swapped += self._swap_alone(tenant)
+        return swapped
+
+    def _swap_alone(self, tenant: _Tenant) -> int:
         for _ in range(REBUILD_ATTEMPTS):
-            if not pending:
-                return swapped
-            moved = self._store.rebuild([tenant.rows for tenant in pending])
-            for tenant in pending:
-                if tenant.id not in moved:
-                    swapped += len(tenant.rows.changes)
-                    self._done += 1
-                    self._progress()
-            pending = [tenant for tenant in pending if tenant.id in moved]
-            for tenant in pending:
-                self._fold(tenant)
-        if not pending:
-            return swapped
-        raise StoreUnavailable(f"tenant {pending[0].id!r} kept writing during the rebuild; retry")
+            self._fold(tenant)
+            if not self._store.rebuild([tenant.rows]):
+                return self._swapped(tenant)
+        raise StoreUnavailable(f"tenant {tenant.id!r} kept writing during the rebuild; retry")
+
+    def _swapped(self, tenant: _Tenant) -> int:
+        self._done += 1
+        self._progress()
+        return len(tenant.rows.changes)
 
     def _index(self, tenant: str, items: list[ItemState], made: _Made) -> None:
         """Make the index entries of the active items that have none yet in ``made``."""
