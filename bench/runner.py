@@ -413,7 +413,7 @@ def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[st
         "date": date,
         "seconds": time.perf_counter() - run.started,
         "command": MAKE_TARGETS[preset.name],
-        "invocation": "python -m bench " + " ".join(sys.argv[1:]),
+        "invocation": _invocation(sys.argv[1:]),
         "machine": machine,
         "workload": run.workload.describe(),
         "preset_parameters": {k: getattr(preset, k) for k in preset.__slots__},
@@ -423,3 +423,19 @@ def execute(preset: Preset, cache: Path | None) -> tuple[dict[str, Any], dict[st
     }
     run.say("done")
     return result, run.figures
+
+
+def _invocation(argv: list[str]) -> str:
+    """The command line as run, each folder's path left out (no machine's paths in the
+    report): ``--cache DIR``, ``--output PATH``."""
+    folders = {"--cache": "DIR", "--output": "PATH"}
+    shown: list[str] = []
+    for arg in argv:
+        flag, equals, _ = arg.partition("=")
+        if equals and flag in folders:
+            shown.append(f"{flag}={folders[flag]}")
+        elif shown and shown[-1] in folders:
+            shown.append(folders[shown[-1]])
+        else:
+            shown.append(arg)
+    return " ".join(["python -m bench", *shown])
