@@ -19,8 +19,6 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,16 +62,9 @@ def _round(schema: str, key_file: str, items: int, count: int) -> None:
 def _child(source: str, schema: str, key_file: str, items: int, count: int) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([source, str(ROOT)]))
     arguments = ["--child", schema, key_file, "--items", str(items), "--queries", str(count)]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.alternate", *arguments],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    from bench.rss import run_module
+
+    return run_module("bench.alternate", arguments, env=env, cwd=ROOT)
 
 
 def _show(label: str, summary: dict[str, Any]) -> None:

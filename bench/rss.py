@@ -30,14 +30,7 @@ def _service(data_dir: str, stored: int, queries: int) -> dict[str, Any]:
     service = open_service(data_dir=data_dir, synchronous="FULL")
     opened = current_rss_mib()
     summary = service_search(service, batch, batch[:10])
-    return {
-        "interpreter_mib": baseline,
-        "after_open_mib": opened,
-        "after_searches_mib": current_rss_mib(),
-        "peak_mib": peak_rss_mib(),
-        "searches": len(batch),
-        "p95_ms": summary["p95_ms"],
-    }
+    return _served(baseline, opened, len(batch), summary)
 
 
 def _naive(stored: int, queries: int) -> dict[str, Any]:
@@ -63,6 +56,20 @@ def _naive(stored: int, queries: int) -> dict[str, Any]:
     }
 
 
+def _served(
+    baseline: float, opened: float, searches: int, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """What a serving process held: before opening, after, after its searches, at peak."""
+    return {
+        "interpreter_mib": baseline,
+        "after_open_mib": opened,
+        "after_searches_mib": current_rss_mib(),
+        "peak_mib": peak_rss_mib(),
+        "searches": searches,
+        "p95_ms": summary["p95_ms"],
+    }
+
+
 def _langgraph(path: str, stored: int, queries: int) -> dict[str, Any]:
     from bench import peer
     from bench.workload import Workload
@@ -73,20 +80,27 @@ def _langgraph(path: str, stored: int, queries: int) -> dict[str, Any]:
     with peer.sqlite_store(Path(path)) as store:
         opened = current_rss_mib()
         summary = peer.searches(store, batch, batch[:10])
-    return {
-        "interpreter_mib": baseline,
-        "after_open_mib": opened,
-        "after_searches_mib": current_rss_mib(),
-        "peak_mib": peak_rss_mib(),
-        "searches": len(batch),
-        "p95_ms": summary["p95_ms"],
-    }
+    return _served(baseline, opened, len(batch), summary)
 
 
 def measure(arguments: list[str], timeout: float = 3600) -> dict[str, Any]:
     """Run this module in a fresh interpreter and return what it printed."""
+    return run_module("bench.rss", arguments, timeout=timeout)
+
+
+def run_module(
+    module: str,
+    arguments: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run a bench module in a fresh interpreter; the JSON object its last line printed."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.rss", *arguments],
+        [sys.executable, "-m", module, *arguments],
+        env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -198,14 +198,9 @@ def _postgres_search(run: Run) -> None:
         run.step(keys[0]),
         postgres.loaded_service(run.dsn, run.workload, n, run.preset.writers) as (service, seconds),
     ):
-        run.loads[f"PostgreSQL {label} ({run.preset.writers} writer threads)"] = {
-            "items": n,
-            "seconds": seconds,
-            "items_per_s": n / seconds,
-            "processes": 1,
-            "synchronous": "off",
-            "reused_from_cache": 0,
-        }
+        run.loads[f"PostgreSQL {label} ({run.preset.writers} writer threads)"] = _one_process_load(
+            n, seconds, "off"
+        )
         summary = inprocess.service_search(service, queries, warmup)
         run.set(keys[0], summary["p95_ms"], stored=n, **summary)
     if (reason := peer.missing()) is not None:
@@ -214,16 +209,24 @@ def _postgres_search(run: Run) -> None:
     run.say(f"LangGraph PostgresStore: loading {label} items, then its searches")
     with run.step(keys[1]), peer.postgres_store(run.dsn) as store:
         seconds = peer.load(store, run.workload, 0, n)
-        run.loads["LangGraph PostgresStore (`batch` of 1,000 puts)"] = {
-            "items": n,
-            "seconds": seconds,
-            "items_per_s": n / seconds,
-            "processes": 1,
-            "synchronous": "on",
-            "reused_from_cache": 0,
-        }
+        run.loads["LangGraph PostgresStore (`batch` of 1,000 puts)"] = _one_process_load(
+            n, seconds, "on"
+        )
         summary = peer.searches(store, queries, warmup)
         run.set(keys[1], summary["p95_ms"], stored=n, **summary)
+
+
+def _one_process_load(items: int, seconds: float, synchronous: str) -> dict[str, Any]:
+    """How one process loaded ``items`` in ``seconds`` (as :class:`bench.loading.Load`
+    reports it)."""
+    return {
+        "items": items,
+        "seconds": seconds,
+        "items_per_s": items / seconds,
+        "processes": 1,
+        "synchronous": synchronous,
+        "reused_from_cache": 0,
+    }
 
 
 def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from governed_memory.results import ForgetResult, WriteResult
 from governed_memory.service import MemoryService
 from governed_memory.store.postgres import PostgresStore
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import postgres_dsn
 from tests.support.fakes import START, FakeClock, body
 
 # The two tables as migrations 0001 and 0002 made them (SQLite), and back to that shape.
@@ -141,17 +139,6 @@ def test_sqlite_store_made_before_0007_keeps_its_keys_and_records(tmp_path: Path
         check_behaviour_kept(store, keyring, old)
     finally:
         store.close()
-
-
-@pytest.fixture
-def postgres_schema() -> Iterator[tuple[str, str]]:
-    """A DSN and a fresh schema name, dropped afterwards."""
-    dsn = postgres_dsn()
-    assert dsn is not None
-    name = "gmem_test_" + uuid.uuid4().hex[:12]
-    yield dsn, name
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def test_postgres_store_made_before_0007_keeps_its_keys_and_records(

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from governed_memory.crypto import Keyring
@@ -26,7 +24,6 @@ from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store.postgres import PostgresStore
 from governed_memory.store.sqlite import SQLiteStore
-from tests.conftest import postgres_dsn
 from tests.contract.test_verify_index import DPO, WRITER, every_change
 from tests.support.fakes import FakeClock, body, query
 
@@ -74,17 +71,6 @@ def searches(service: MemoryService) -> list[list[tuple[str, float]]]:
         [(hit.item.id, round(hit.score, 9)) for hit in service.search(WRITER, query(q)).items]
         for q in QUERIES
     ]
-
-
-@pytest.fixture
-def postgres_schema() -> Iterator[tuple[str, str]]:
-    """A DSN and a fresh schema name, dropped afterwards."""
-    dsn = postgres_dsn()
-    assert dsn is not None
-    name = "gmem_test_" + uuid.uuid4().hex[:12]
-    yield dsn, name
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def check_migration(opened: Callable[[], Store], to_old_schema: Callable[[], None]) -> None:
