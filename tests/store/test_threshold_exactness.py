@@ -8,7 +8,7 @@ erased, of a forgotten subject, or expired. The reference is the in-memory store
 scores every match. The threshold method's sizes are shrunk so that these scopes are
 searched as a 100k-item scope is: lists cut at their tiers or left unread, a first pass
 that hopes for a higher cut, a common level when the tiers are not enough, the met items
-returned a few at a time.
+returned a few at a time, the lists' heads read from memory, extended or evicted.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from governed_memory.core.values import Trust
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
-from governed_memory.store.sqlite import SQLiteStore, threshold
+from governed_memory.store.sqlite import SQLiteStore, heads, threshold
 from tests.support.fakes import FakeClock, principal, query
 from tests.support.fakes import body as item_body
 
@@ -163,12 +163,16 @@ def small_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
+@pytest.mark.parametrize("kept", [None, 25], ids=["heads kept", "heads mostly evicted"])
 def test_the_threshold_search_ranks_exactly_as_exhaustive_scoring(
-    tmp_path: Path, small_sizes: Counter[str]
+    tmp_path: Path, small_sizes: Counter[str], monkeypatch: pytest.MonkeyPatch, kept: int | None
 ) -> None:
     """Across generated scopes (ties, rewrites, supersessions, erasures, a forgotten
     subject, expired items) and queries (1-4 terms, limits, budgets, kind and subject
-    filters), the SQLite search returns the reference's items, scores and budget use."""
+    filters), the SQLite search returns the reference's items, scores and budget use,
+    whether the lists' heads stay in memory between searches or few of them fit."""
+    if kept is not None:
+        monkeypatch.setattr(heads, "HEADS_BUDGET", kept)
     for seed in range(SCOPES):
         reference, pruned = scope_pair(seed, tmp_path / f"scope{seed}")
         for search in searches(seed):

@@ -23,6 +23,7 @@ from governed_memory.records import (
 )
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.heads import PostingHeads, ScopeHeads
 from governed_memory.store.sqlite.threshold import Tier
 from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
 
@@ -41,6 +42,8 @@ class SQLiteSearch:
         self._frequencies: dict[tuple[int, int], tuple[int, int]] = {}
         #: (scope, term) → (the scope's generation, the term's tiers).
         self._tier_cache: dict[tuple[int, int], tuple[int, Sequence[Tier]]] = {}
+        #: The heads of large scopes' postings lists read so far (heads.py).
+        self.heads = PostingHeads(database)
 
     def search(self, request: SearchRequest) -> SearchMatches:
         rows = self._db.query(
@@ -52,7 +55,11 @@ class SQLiteSearch:
         if not serves_index(recorded, request.index_signature):
             raise StoreUnavailable.index_rebuilt()
         search = ScopedSearch(
-            self._db, request, scope, lambda term: self._tiers(scope, generation, term)
+            self._db,
+            request,
+            scope,
+            lambda term: self._tiers(scope, generation, term),
+            ScopeHeads(self.heads, scope, generation),
         )
         terms = list(dict.fromkeys(request.terms))
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)

@@ -232,38 +232,20 @@ FIRST_POSTINGS = (
     "SELECT impact, item FROM postings WHERE scope = ? AND term = ? "
     "ORDER BY impact DESC, item DESC LIMIT ?"
 )
+# A list's head down to a cutoff, and the part of it below a head already read
+# (heads.py): the same order, so a head read in parts is the head read at once.
+HEAD_POSTINGS = (
+    "SELECT impact, item FROM postings WHERE scope = ? AND term = ? AND impact >= ? "
+    "ORDER BY impact DESC, item DESC"
+)
+BELOW_HEAD_POSTINGS = (
+    "SELECT impact, item FROM postings WHERE scope = ? AND term = ? AND impact < ? "
+    "AND impact >= ? ORDER BY impact DESC, item DESC"
+)
 NEXT_POSTINGS = (
     "SELECT impact, item FROM postings WHERE scope = ? AND term = ? AND (impact, item) < (?, ?) "
     "ORDER BY impact DESC, item DESC LIMIT ?"
 )
-
-
-def heads(lists: int) -> str:
-    """The items met in the heads of ``lists`` postings lists, with their upper bounds.
-
-    Each list (term, weight, cutoff, bound of its unread postings) is read down to its
-    cutoff through the primary key; each posting adds its exact term part (the core's
-    BM25, with tf and length taken from the impact: store/impact.py) to its item's known
-    sum. An item's upper bound is that sum, the bounds of the lists it was not met in, and
-    the static maximum; only items whose bound reaches the cut come back, best first,
-    with the bounds of the lists they were met in and their length (taken from any of
-    their postings: an item's postings all have its length).
-    Parameters: the lists' (term, weight, cutoff, bound) ×``lists``; k1 + 1, k1, 1 − b, b,
-    the average length; the scope; the sum of the bounds plus the static maximum; the cut;
-    how many rows at most.
-    """
-    values = ", ".join("(?, ?, ?, ?)" for _ in range(lists))
-    return (
-        f"WITH q (term, weight, cutoff, bound) AS (VALUES {values}), "
-        "k (k1p1, k1, one_b, b, average) AS (SELECT ?, ?, ?, ?, ?), "
-        "m AS (SELECT p.item, sum(q.weight * (p.impact >> 16) * k.k1p1 / ((p.impact >> 16) "
-        "+ k.k1 * (k.one_b + k.b * (65535 - (p.impact & 65535)) / k.average))) AS known, "
-        "sum(q.bound) AS met, p.impact FROM q CROSS JOIN k JOIN postings AS p "
-        "ON p.scope = ? AND p.term = q.term AND p.impact >= q.cutoff GROUP BY p.item), "
-        "u AS (SELECT item, known + ? - met AS upper, met, impact FROM m) "
-        "SELECT item, upper, met, 65535 - (impact & 65535) FROM u WHERE upper >= ? "
-        "ORDER BY upper DESC LIMIT ?"
-    )
 
 
 # A term's postings per tf ≥ 2 (an index range) with the best of each, and the best of

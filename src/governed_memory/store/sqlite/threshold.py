@@ -13,12 +13,15 @@ scoring or sorting the rest. Three steps:
    leave unread (exactly: the best posting of the tiers below the cut) plus the static
    maximum stay under ``θ``: an item met in no list cannot compete. Of those combinations
    the one reading the fewest postings is taken (a short list is read whole; if the tiers
-   are not enough, the long lists are read down to one common level). One statement
-   reads every list down to its cutoff, sums each item's exact term parts in SQL, and
-   returns the items whose upper bound (their known parts, the bounds of the lists they
-   were not met in, the static maximum) reaches ``θ``, best bound first, with their
-   length, which tightens each bound: a list an item was not met in can add at most its
-   largest unread tf's part at the item's length.
+   are not enough, the long lists are read down to one common level). Every list is
+   read down to its cutoff, from the heads kept in memory between searches
+   (:mod:`.heads`; only what they lack comes from the database), and the items met
+   there whose upper bound reaches ``θ`` are returned best bound first. The bound is
+   their exact parts in the lists they were met in, the static maximum, and a share of
+   the bounds of the other lists, given by their length: a list an item was not met
+   in can add at most its largest unread tf's part at the item's length. Most items
+   are met in one list only; their bound depends on the impact of that one posting,
+   so they are bounded a run of equal impacts at a time, not one by one.
 3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
    under the ``want``-th best score found: nothing after it can rank in the first ``want``.
 
@@ -28,9 +31,9 @@ smallest bounds within them) and cuts at what those bounds prove; the items it s
 usually reach that cut, which is then proven, and otherwise the lists are planned again
 with the better cut they gave.
 
-The threshold algorithm of Fagin et al. with MaxScore's per-list bounds, done by the
-database. The scores are the core's formula (:func:`governed_memory.core.retrieval.lexical_part`
-and :func:`~governed_memory.core.retrieval.static_parts`) on integer microseconds; the core
+The threshold algorithm of Fagin et al. with MaxScore's per-list bounds. The scores are
+the core's formula (:func:`governed_memory.core.retrieval.lexical_part` and
+:func:`~governed_memory.core.retrieval.static_parts`) on integer microseconds; the core
 ranks the survivors again, so a rounding margin keeps every possible contender.
 """
 
@@ -46,13 +49,13 @@ from governed_memory.core.retrieval import (
     K1,
     MICROS_PER_DAY,
     STATIC_MAX,
-    B,
     lexical_part,
     static_parts,
 )
 from governed_memory.store.impact import cutoff, length_of, saturation, tf_of
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.heads import ScopeHeads, end_of
 from governed_memory.store.sqlite.index_rows import frequencies_in, needles
 
 #: Scores computed here and by the core may differ in the last bits; contenders are
@@ -127,9 +130,11 @@ class ThresholdSearch:
         now: int,
         kinds: frozenset[str] | None,
         tiers: Callable[[int], Sequence[Tier]],
+        heads: ScopeHeads,
     ) -> None:
         self._db = database
         self._tiers = tiers
+        self._heads = heads
         self._scope = scope
         self._weights = weights  # every query term's IDF, in query order (as the core sums)
         self._average = average
@@ -158,10 +163,9 @@ class ThresholdSearch:
                 lists, cut = self._hope(frequencies)
             hoping = False
             met = self._met(lists, cut, limit)
-            tight = self._tighten(lists, met)
-            for start in range(0, len(tight), CHUNK):
+            for start in range(0, len(met), CHUNK):
                 kth = scored.kth - MARGIN
-                rows = tight[start : start + CHUNK]
+                rows = met[start : start + CHUNK]
                 if rows[0][1] < kth:
                     break  # best bound first: nothing further can compete
                 fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
@@ -173,43 +177,84 @@ class ThresholdSearch:
 
     def _met(
         self, lists: list[tuple[int, float, int, float]], cut: float, limit: int
-    ) -> list[tuple[int, float, float, int]]:
-        """The items met in the lists down to their cutoffs whose upper bound reaches
-        ``cut``, best bound first, at most ``limit``: (item, bound, the bounds of the
-        lists it was met in, its length)."""
-        unseen = sum(bound for *_, bound in lists) + STATIC_MAX
-        params: list[Any] = [value for entry in lists for value in entry]
-        params += [K1 + 1.0, K1, 1.0 - B, B, self._average, self._scope, unseen]
-        params += [cut - MARGIN if cut > -math.inf else -1e300, limit]
-        return [tuple(row) for row in self._db.query(sql.heads(len(lists)), params)]
-
-    def _tighten(
-        self, lists: list[tuple[int, float, int, float]], met: list[tuple[int, float, float, int]]
     ) -> list[tuple[int, float]]:
-        """The met items with tighter bounds, best first. Every posting of an item has the
+        """The items met in the lists down to their cutoffs whose upper bound reaches
+        ``cut``, best bound first, at most ``limit``: (item, bound).
+
+        An item's bound is the static maximum, its exact parts in the lists it was met
+        in, and a share of the bounds of the others: every posting of an item has the
         item's length, so a list it was not met in can add at most the part of the
         largest tf the list left unread at that length, a share of the list's bound; the
-        largest of those shares over the lists bounds the share of their sum."""
+        largest of those shares over the lists bounds the share of their sum. An item
+        met in one list only has a bound that depends on its posting's impact alone, so
+        those are bounded a run of equal impacts at a time; the items met in several
+        lists (few) one by one.
+        """
+        floor = cut - MARGIN if cut > -math.inf else -math.inf
+        unseen = sum(bound for *_, bound in lists)
+        share = self._shares(lists)
+        read = []  # each read list: its bound, its part per impact, its item → impact
+        for term, _, at, bound in lists:
+            if at < _UNREAD:
+                impacts, items = self._heads.read(term, at)
+                read.append((bound, self._cap(term), impacts, items))
+        found = [dict(zip(items, impacts, strict=True)) for *_, impacts, items in read]
+        several: set[int] = set()
+        for i, one in enumerate(found):
+            for other in found[i + 1 :]:
+                several |= one.keys() & other.keys()
+        rows: list[tuple[float, int]] = []
+        parts: list[dict[int, float]] = []
+        for bound, cap, impacts, items in read:
+            part: dict[int, float] = {}
+            start = 0
+            while start < len(impacts):  # the runs of equal impacts, best first
+                value = impacts[start]
+                end = end_of(impacts, value)
+                length = length_of(value)
+                part[value] = cap * saturation(tf_of(value), length, self._average)
+                upper = STATIC_MAX + part[value] + (unseen - bound) * share(length)
+                if upper >= floor:
+                    rows += [(upper, item) for item in items[start:end] if item not in several]
+                start = end
+            parts.append(part)
+        for item in several:
+            known, known_bounds, length = 0.0, 0.0, 0
+            for (bound, *_), impact_of, part in zip(read, found, parts, strict=True):
+                posting = impact_of.get(item)
+                if posting is not None:
+                    known += part[posting]
+                    known_bounds += bound
+                    length = length_of(posting)
+            upper = STATIC_MAX + known + (unseen - known_bounds) * share(length)
+            if upper >= floor:
+                rows.append((upper, item))
+        best = heapq.nlargest(limit, rows) if len(rows) > limit else sorted(rows, reverse=True)
+        return [(item, upper) for upper, item in best]
+
+    def _shares(self, lists: list[tuple[int, float, int, float]]) -> Callable[[int], float]:
+        """The share of the unread bounds an item of a given length can reach at most
+        (see :meth:`_met`), memoized per length."""
         unread = [
             (bound, self._cap(term), self._unread_tf(term, at))
             for term, _, at, bound in lists
             if at > 0 and bound > 0.0
         ]
-        if not unread:
-            return [(item, upper) for item, upper, *_ in met]
-        unseen = sum(bound for *_, bound in lists)
         shares: dict[int, float] = {}
-        tight = []
-        for item, upper, known_bounds, length in met:
-            share = shares.get(length)
-            if share is None:
-                share = shares[length] = max(
-                    min(1.0, cap * saturation(tf, length, self._average) / bound)
-                    for bound, cap, tf in unread
+
+        def share(length: int) -> float:
+            found = shares.get(length)
+            if found is None:
+                found = shares[length] = max(
+                    (
+                        min(1.0, cap * saturation(tf, length, self._average) / bound)
+                        for bound, cap, tf in unread
+                    ),
+                    default=1.0,
                 )
-            tight.append((item, upper - (unseen - known_bounds) * (1.0 - share)))
-        tight.sort(key=lambda row: -row[1])
-        return tight
+            return found
+
+        return share
 
     def _unread_tf(self, term: int, at: int) -> int:
         """The largest tf a long list leaves unread below impact ``at`` (its cutoff)."""
@@ -220,7 +265,7 @@ class ThresholdSearch:
         known: dict[int, float] = {}
         for term in frequencies:
             weight = self._weights[term]
-            for impact, item in self._db.query(sql.FIRST_POSTINGS, (self._scope, term, FIRST_PAGE)):
+            for impact, item in zip(*self._heads.first(term, FIRST_PAGE), strict=True):
                 part = (
                     weight
                     * (K1 + 1.0)

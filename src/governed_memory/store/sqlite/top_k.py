@@ -30,6 +30,7 @@ from governed_memory.records import SearchMatches, SearchRequest
 from governed_memory.store.impact import length_of, tf_of
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.heads import ScopeHeads
 from governed_memory.store.sqlite.index_rows import unpack
 from governed_memory.store.sqlite.threshold import MARGIN, ThresholdSearch, Tier
 
@@ -54,11 +55,13 @@ class ScopedSearch:
         request: SearchRequest,
         scope: int,
         tiers: Callable[[int], Sequence[Tier]],
+        heads: ScopeHeads,
     ) -> None:
         self.db = database
         self.request = request
         self.scope = scope
         self.tiers = tiers  # a term's tiers (see threshold.py), cached by the caller
+        self.heads = heads  # the heads of the scope's lists, kept by the caller (heads.py)
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
 
@@ -101,6 +104,7 @@ class ScopedSearch:
             self.now,
             frozenset(kinds) if kinds is not None else None,
             self.tiers,
+            self.heads,
         )
         scored = search.run({t: statistics.document_frequency[t] for t in terms}, want)
         contenders = scored.contenders()
