@@ -7,9 +7,12 @@ import random
 import secrets
 from pathlib import Path
 
+import pytest
+
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
 from governed_memory.store.sqlite import SQLiteStore, sql
+from governed_memory.store.sqlite import heads as heads_module
 from governed_memory.store.sqlite.heads import PostingHeads
 from tests.support.fakes import FakeClock, principal
 from tests.support.fakes import body as item_body
@@ -46,11 +49,13 @@ def pairs(read: tuple[memoryview, memoryview]) -> list[tuple[int, int]]:
 
 
 def test_a_head_read_in_any_order_of_cutoffs_is_the_list_down_to_the_cutoff(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whether a list's head is read at once, extended below what is kept, or cut from a
-    deeper head, it holds the list's postings down to the cutoff, in the list's order;
-    and a list's first postings are the database's first page."""
+    deeper head, it holds the list's postings down to the cutoff, in the list's order
+    (read from the database a few rows at a time); and a list's first postings are the
+    database's first page."""
+    monkeypatch.setattr(heads_module, "PAGE", 3)
     store, _ = filled(tmp_path)
     scope, generation, terms = scope_state(store)
     heads = PostingHeads(store.database)
@@ -72,13 +77,16 @@ def test_the_heads_never_hold_more_than_their_budget(tmp_path: Path) -> None:
     whole budget is read but not kept; what is read stays exact all the same."""
     store, _ = filled(tmp_path)
     scope, generation, terms = scope_state(store)
-    heads = PostingHeads(store.database, budget=30)
+    heads = PostingHeads(store.database, budget=120)
     rnd = random.Random(2)
+    kept = set()
     for _ in range(200):
         term = rnd.choice(terms)
         at = rnd.choice([0, 1 << 16, 2 << 16, 3 << 16])
         assert pairs(heads.read(scope, generation, term, at)) == expected(store, scope, term, at)
-        assert heads.held <= 30
+        assert heads.held <= 120
+        kept.add(heads.held)
+    assert len(kept) > 2  # heads were kept, replaced and evicted
     store.close()
 
 

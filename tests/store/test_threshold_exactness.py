@@ -163,7 +163,7 @@ def small_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
-@pytest.mark.parametrize("kept", [None, 25], ids=["heads kept", "heads mostly evicted"])
+@pytest.mark.parametrize("kept", [None, 80], ids=["heads kept", "heads mostly evicted"])
 def test_the_threshold_search_ranks_exactly_as_exhaustive_scoring(
     tmp_path: Path, small_sizes: Counter[str], monkeypatch: pytest.MonkeyPatch, kept: int | None
 ) -> None:

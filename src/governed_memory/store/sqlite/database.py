@@ -214,6 +214,16 @@ class SQLiteDatabase:
         except sqlite3.Error as error:
             raise unavailable(error, "SQLite read failed") from None
 
+    def query_pages(self, sql: str, params: Sequence[Any] = (), size: int = 8192) -> Iterator[Any]:
+        """The rows of one read on this thread's reader, ``size`` at a time: a long read
+        without every row held at once."""
+        try:
+            cursor = self.reader().execute(sql, params)
+            while rows := cursor.fetchmany(size):
+                yield rows
+        except sqlite3.Error as error:
+            raise unavailable(error, "SQLite read failed") from None
+
     def _query_now(self, sql: str, params: Sequence[Any]) -> list[Any]:
         # A WAL reader normally takes no lock, but can meet SQLITE_BUSY (recovery by
         # another process, an outside connection in exclusive mode): then refuse at once

@@ -10,8 +10,8 @@ the database (which extends the head).
 A head belongs to one generation of its scope: every change of a scope's postings moves
 the generation (search.py), and a head of another generation is read again, never
 patched. A search runs in one snapshot, in which the generation and the postings agree.
-The heads together hold at most ``budget`` postings (about 12 bytes each); past it, the
-least recently used go.
+The heads together hold at most ``budget`` postings (12 bytes each, and a head's own
+objects counted as a few dozen more); past it, the least recently used go.
 """
 
 from __future__ import annotations
@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 
-#: Postings kept in all (impact 4 bytes, item 8 bytes): about 12 MB at most.
-HEADS_BUDGET = 1_000_000
+#: Postings kept in all (impact 4 bytes, item 8 bytes): about 3.6 MB at most.
+HEADS_BUDGET = 300_000
+#: Postings read from the database at a time (a long head is not held as rows at once).
+PAGE = 8192
+#: A head's own objects (the head, its two arrays, its key and entry), in postings.
+_OVERHEAD = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +61,7 @@ class PostingHeads:
     def __init__(self, database: SQLiteDatabase, budget: int | None = None) -> None:
         self._db = database
         self.budget = HEADS_BUDGET if budget is None else budget
-        self.held = 0  # postings held in all
+        self.held = 0  # postings held in all, with each head's overhead
         self._heads: OrderedDict[tuple[int, int], Head] = OrderedDict()
         self._lock = threading.Lock()  # the heads are shared by every thread's searches
 
@@ -100,30 +104,37 @@ class PostingHeads:
     def _extend(self, scope: int, generation: int, term: int, head: Head | None, at: int) -> Head:
         """The head read down to ``at``: what the database holds below the known head."""
         if head is None:
-            rows = self._db.query(sql.HEAD_POSTINGS, (scope, term, at))
+            pages = self._db.query_pages(sql.HEAD_POSTINGS, (scope, term, at), PAGE)
             impacts, items = array("I"), array("q")
         else:
-            rows = self._db.query(sql.BELOW_HEAD_POSTINGS, (scope, term, head.low, at))
+            pages = self._db.query_pages(sql.BELOW_HEAD_POSTINGS, (scope, term, head.low, at), PAGE)
             impacts, items = array("I", head.impacts), array("q", head.items)
-        impacts.extend([r[0] for r in rows])
-        items.extend([r[1] for r in rows])
+        for rows in pages:
+            impacts.extend([r[0] for r in rows])
+            items.extend([r[1] for r in rows])
         longer = Head(generation, max(at, 0), impacts, items)
         self._keep(scope, term, longer)
         return longer
 
     def _keep(self, scope: int, term: int, head: Head) -> None:
-        size = len(head.items)
+        size = _size(head)
         if size > self.budget:
             return
         with self._lock:
             old = self._heads.pop((scope, term), None)
             if old is not None:
-                self.held -= len(old.items)
+                self.held -= _size(old)
             self._heads[(scope, term)] = head
             self.held += size
             while self.held > self.budget:
                 _, dropped = self._heads.popitem(last=False)
-                self.held -= len(dropped.items)
+                self.held -= _size(dropped)
+
+
+def _size(head: Head) -> int:
+    """What a head costs of the budget: its postings, and its own objects (a few hundred
+    bytes, about ``_OVERHEAD`` postings), so that many short heads stay bounded too."""
+    return len(head.items) + _OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)
