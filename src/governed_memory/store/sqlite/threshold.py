@@ -193,44 +193,44 @@ class ThresholdSearch:
         floor = cut - MARGIN if cut > -math.inf else -math.inf
         unseen = sum(bound for *_, bound in lists)
         share = self._shares(lists)
-        read = []  # each read list: its bound, its part per impact, its item → impact
+        read = []  # each list read: its bound, the most it adds, its impacts and items
         for term, _, at, bound in lists:
             if at < _UNREAD:
                 impacts, items = self._heads.read(term, at)
                 read.append((bound, self._cap(term), impacts, items))
-        found = [dict(zip(items, impacts, strict=True)) for *_, impacts, items in read]
-        several: set[int] = set()
-        for i, one in enumerate(found):
-            for other in found[i + 1 :]:
-                several |= one.keys() & other.keys()
-        rows: list[tuple[float, int]] = []
-        parts: list[dict[int, float]] = []
-        for bound, cap, impacts, items in read:
-            part: dict[int, float] = {}
+        read.sort(key=lambda entry: len(entry[3]))  # the smaller lists as sets
+        several: set[int] = set()  # the items met in more than one list
+        for i, (*_, items) in enumerate(read[:-1]):
+            smaller = set(items)
+            for *_, others in read[i + 1 :]:
+                several |= smaller.intersection(others)
+        # Those items' parts, the bounds of their lists and their length, summed below.
+        facts: dict[int, list[float]] = {item: [0.0, 0.0, 0.0] for item in several}
+        runs = []  # (bound, list, start, end): a run of equal impacts, for its single items
+        for index, (bound, cap, impacts, items) in enumerate(read):
             start = 0
-            while start < len(impacts):  # the runs of equal impacts, best first
+            while start < len(impacts):
                 value = impacts[start]
                 end = end_of(impacts, value)
                 length = length_of(value)
-                part[value] = cap * saturation(tf_of(value), length, self._average)
-                upper = STATIC_MAX + part[value] + (unseen - bound) * share(length)
+                part = cap * saturation(tf_of(value), length, self._average)
+                for item in several.intersection(items[start:end]) if several else ():
+                    fact = facts[item]
+                    fact[0] += part
+                    fact[1] += bound
+                    fact[2] = length
+                upper = STATIC_MAX + part + (unseen - bound) * share(length)
                 if upper >= floor:
-                    rows += [(upper, item) for item in items[start:end] if item not in several]
+                    runs.append((upper, index, start, end))
                 start = end
-            parts.append(part)
-        for item in several:
-            known, known_bounds, length = 0.0, 0.0, 0
-            for (bound, *_), impact_of, part in zip(read, found, parts, strict=True):
-                posting = impact_of.get(item)
-                if posting is not None:
-                    known += part[posting]
-                    known_bounds += bound
-                    length = length_of(posting)
-            upper = STATIC_MAX + known + (unseen - known_bounds) * share(length)
+        known = []
+        for item, (parts, bounds, size) in facts.items():
+            upper = STATIC_MAX + parts + (unseen - bounds) * share(int(size))
             if upper >= floor:
-                rows.append((upper, item))
-        best = heapq.nlargest(limit, rows) if len(rows) > limit else sorted(rows, reverse=True)
-        return [(item, upper) for upper, item in best]
+                known.append((upper, item))
+        known.sort(reverse=True)
+        runs.sort(reverse=True)
+        return _merged(known, runs, [items for *_, items in read], several, limit)
 
     def _shares(self, lists: list[tuple[int, float, int, float]]) -> Callable[[int], float]:
         """The share of the unread bounds an item of a given length can reach at most
@@ -367,6 +367,30 @@ class ThresholdSearch:
             static_parts(confidence, age_days)
         )
         return item, (frequencies, length), score
+
+
+def _merged(
+    known: list[tuple[float, int]],
+    runs: list[tuple[float, int, int, int]],
+    items: Sequence[Sequence[int]],
+    several: set[int],
+    limit: int,
+) -> list[tuple[int, float]]:
+    """The first ``limit`` of the items met in several lists (``known``: bound, item) and
+    of the runs of items met in one (bound, list, start, end), best bound first."""
+    met: list[tuple[int, float]] = []
+    next_known = 0
+    for upper, index, start, end in runs:
+        while next_known < len(known) and known[next_known][0] >= upper and len(met) < limit:
+            met.append((known[next_known][1], known[next_known][0]))
+            next_known += 1
+        for item in items[index][start:end]:
+            if len(met) >= limit:
+                return met
+            if item not in several:
+                met.append((item, upper))
+    met += [(item, upper) for upper, item in known[next_known:]]
+    return met[:limit]
 
 
 def _cheapest(
