@@ -44,6 +44,12 @@ class CodecError(ValueError):
     """A stored row or an exported line does not decode to a valid event."""
 
 
+#: Compact JSON with sorted keys, exactly ``json.dumps(value, separators=(",", ":"),
+#: sort_keys=True)``: the stored text of payloads (the hash chain digests it) and
+#: provenances. One encoder, not one per call as ``json.dumps`` makes with these options.
+_compact_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
 def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
@@ -123,7 +129,7 @@ def event_row(event: Event) -> EventRow:
         actor=event.actor,
         idempotency_key=event.idempotency_key,
         schema_version=SCHEMA_VERSION,
-        payload=json.dumps(payload_of(event), separators=(",", ":"), sort_keys=True),
+        payload=_compact_json(payload_of(event)),
     )
 
 
@@ -221,7 +227,7 @@ def stored_from_json(data: Mapping[str, Any]) -> StoredEvent:
     """The inverse of :func:`stored_to_json`."""
     try:
         columns = {name: data[name] for name in EVENT_COLUMNS}
-        columns["payload"] = json.dumps(data["payload"], separators=(",", ":"), sort_keys=True)
+        columns["payload"] = _compact_json(data["payload"])
         row = EventRow(**columns)
         position = data["position"]
     except (KeyError, TypeError) as error:
@@ -256,9 +262,8 @@ ITEM_COLUMNS = (
 )
 
 
-#: The stored text of a provenance; one encoder, not one per call as ``json.dumps`` makes
-#: with these options (a rebuild writes every item's row).
-_provenance_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+#: The stored text of a provenance (a rebuild writes every item's row).
+_provenance_json = _compact_json
 
 
 def item_row(item: ItemState) -> tuple[Any, ...]:

@@ -109,6 +109,8 @@ def announce(listeners: Sequence[Listener], events: Sequence[Event]) -> None:
             listener(events)
         except Exception:
             log.exception("an event listener failed")
+    if not log.isEnabledFor(logging.INFO):  # no record to build (its fields cost a write)
+        return
     for event in events:
         log.info(
             "event committed",
