@@ -1,127 +1,156 @@
-"""Same-run A/B of sequential durable writes: two source trees alternated, one writer.
+"""Same-run A/B of sequential durable writes: two source trees in lockstep, one writer.
 
-``python -m bench.alternate_writes OLD_SRC NEW_SRC [--writes N] [--rounds R]
+``python -m bench.alternate_writes OLD_SRC NEW_SRC [--writes N] [--chunk C]
 [--backend sqlite|postgres|both]``
 
-Each round runs, for each backend, ``N`` sequential ``MemoryService.write`` calls the way
-the benchmark issues them (``bench.inprocess.sequential_writes``: warm subjects, trusted
-writer, new items) with each source tree, in a process of its own with that tree first on
-``sys.path``, alternating which goes first. SQLite: a fresh store at ``synchronous=FULL``;
-PostgreSQL: a fresh schema at the server's settings (``bench.raw.postgres_dsn``). Printed
-per round and as medians over rounds: writes/s and the writer's process CPU per write.
-``--profile FILE`` (with ``--child``) writes a cProfile of the timed writes.
+For each backend, two child processes, each with one source tree first on ``sys.path``,
+open a fresh store (SQLite at ``synchronous=FULL``; PostgreSQL in a schema of its own at
+the server's settings, ``bench.raw.postgres_dsn``) and give every subject its key. They
+then take turns, ``C`` sequential ``MemoryService.write`` calls at a time (the order
+swapped every turn), until each has made ``N``: the writes of ``bench.inprocess
+.sequential_writes`` (warm subjects, a trusted writer, new items). Turns of a fraction of
+a second put both trees under the same load of a shared machine. Printed: each tree's
+writes/s and process CPU a write, and new ÷ old over all turns and as the median of the
+turns' paired ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFSET = 50_000_000  # bench.inprocess.SEQUENTIAL_OFFSET: ids beyond any loaded range
 
 
-def _timed(service: Any, count: int, profile: str | None) -> dict[str, float]:
+def _serve(backend: str, count: int) -> None:
+    """One source tree's writer (a child process): opens a fresh store, gives every
+    subject its key, then on each line ``N`` of stdin makes its next ``N`` sequential
+    writes and prints their wall and process CPU seconds as JSON; ``q`` ends it."""
     from bench.inprocess import first_writes
     from bench.loading import writer
     from bench.workload import Workload
 
     items = Workload().items(OFFSET, OFFSET + count)
-    first_writes(service, items)  # every subject's key exists, as in the benchmark
-    bodies = [(writer(item.tenant_id), item.body()) for item in items]
-    profiler = None
-    if profile:
-        import cProfile
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            from governed_memory.bootstrap import open_service
 
-        profiler = cProfile.Profile()
-        profiler.enable()
-    cpu, wall = time.process_time(), time.perf_counter()
-    for principal, body in bodies:
-        service.write(principal, body)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(profile)
-    return {"writes_per_s": count / wall, "cpu_ms": cpu * 1000 / count}
-
-
-def _round(backend: str, count: int, profile: str | None) -> None:
-    """One source tree's sequential writes on a fresh store (run in a child process)."""
-    if backend == "sqlite":
-        from governed_memory.bootstrap import open_service
-
-        with tempfile.TemporaryDirectory() as scratch:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory())
             service = open_service(data_dir=scratch, synchronous="FULL")
-            try:
-                print(json.dumps(_timed(service, count, profile)))
-            finally:
-                service.store.close()
-    else:
-        from bench.postgres import fresh_service
-        from bench.raw import postgres_dsn
+            stack.callback(service.store.close)
+        else:
+            from bench.postgres import fresh_service
+            from bench.raw import postgres_dsn
 
-        with fresh_service(postgres_dsn()) as service:
-            print(json.dumps(_timed(service, count, profile)))
+            service = stack.enter_context(fresh_service(postgres_dsn()))
+        first_writes(service, items)  # every subject's key exists, as in the benchmark
+        bodies = iter([(writer(item.tenant_id), item.body()) for item in items])
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() == "q":
+                break
+            chunk = [next(bodies) for _ in range(int(line))]
+            cpu, wall = time.process_time(), time.perf_counter()
+            for principal, body in chunk:
+                service.write(principal, body)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(json.dumps({"wall": wall, "cpu": cpu}), flush=True)
 
 
-def _child(source: str, backend: str, count: int) -> dict[str, Any]:
-    from bench.rss import run_module
+class _Writer:
+    """A child process writing with one source tree, driven chunk by chunk."""
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([source, str(ROOT)]))
-    arguments = ["--child", backend, "-", "--writes", str(count)]
-    return run_module("bench.alternate_writes", arguments, env=env, cwd=ROOT)
+    def __init__(self, source: str, backend: str, count: int) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([source, str(ROOT)]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.alternate_writes", backend, "-", "--serve"]
+            + ["--writes", str(count)],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ready(self) -> None:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"a writer failed to start (exit {self.process.wait()})")
+
+    def writes(self, count: int) -> dict[str, float]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{count}\n")
+        self.process.stdin.flush()
+        result: dict[str, float] = json.loads(self.process.stdout.readline())
+        return result
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.write("q\n")
+                self.process.stdin.close()
+        self.process.wait()
 
 
-def alternate(old: str, new: str, count: int, rounds: int, backends: list[str]) -> None:
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def alternate(old: str, new: str, count: int, chunk: int, backends: list[str]) -> None:
     trees = {"old": old, "new": new}
-    for number in range(rounds):
-        for backend in backends:
-            for name in ("old", "new") if number % 2 == 0 else ("new", "old"):
-                result = _child(trees[name], backend, count)
-                runs.setdefault((backend, name), []).append(result)
-                print(
-                    f"round {number} {backend} {name}: {result['writes_per_s']:.0f} writes/s,"
-                    f" {result['cpu_ms']:.3f} ms CPU a write",
-                    flush=True,
-                )
     for backend in backends:
-        for metric in ("writes_per_s", "cpu_ms"):
-            old_runs, new_runs = runs[(backend, "old")], runs[(backend, "new")]
-            median = {n: statistics.median(r[metric] for r in runs[(backend, n)]) for n in trees}
-            # Each round's ratio: the two trees ran back to back, so a load that drifts
-            # over the run (other processes on the machine) cancels out of it.
+        writers = {name: _Writer(source, backend, count) for name, source in trees.items()}
+        try:
+            for writer in writers.values():
+                writer.ready()
+            chunks: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+            for number in range(count // chunk):
+                for name in ("old", "new") if number % 2 == 0 else ("new", "old"):
+                    chunks[name].append(writers[name].writes(chunk))
+        finally:
+            for writer in writers.values():
+                writer.close()
+        total = {
+            name: {k: sum(c[k] for c in done) for k in ("wall", "cpu")}
+            for name, done in chunks.items()
+        }
+        done = len(chunks["old"]) * chunk
+        for name in trees:
+            print(
+                f"{backend} {name}: {done / total[name]['wall']:.0f} writes/s,"
+                f" {total[name]['cpu'] * 1000 / done:.3f} ms CPU a write"
+            )
+        for k, label in (("wall", "wall time"), ("cpu", "CPU")):
             paired = statistics.median(
-                b[metric] / a[metric] for a, b in zip(old_runs, new_runs, strict=True)
+                b[k] / a[k] for a, b in zip(chunks["old"], chunks["new"], strict=True)
             )
             print(
-                f"{backend} median {metric}: old {median['old']:.3f}, new {median['new']:.3f};"
-                f" new ÷ old {median['new'] / median['old']:.3f}; median of paired ratios"
-                f" {paired:.3f}"
+                f"{backend} {label} new ÷ old: {total['new'][k] / total['old'][k]:.3f} in all,"
+                f" median of {len(chunks['old'])} paired chunks {paired:.3f}",
+                flush=True,
             )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.alternate_writes", description=__doc__)
-    parser.add_argument("old", help="the src folder of the old code (or --child's backend)")
+    parser.add_argument("old", help="the src folder of the old code (or --serve's backend)")
     parser.add_argument("new", help="the src folder of the new code")
-    parser.add_argument("--writes", type=int, default=1_000)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--writes", type=int, default=3_000, help="writes by each tree")
+    parser.add_argument("--chunk", type=int, default=50, help="writes a turn")
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--profile", help=argparse.SUPPRESS)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        _round(args.old, args.writes, args.profile)
+    if args.serve:
+        _serve(args.old, args.writes)
     else:
         backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-        alternate(args.old, args.new, args.writes, args.rounds, backends)
+        alternate(args.old, args.new, args.writes, args.chunk, backends)
     return 0
 
 
