@@ -117,19 +117,25 @@ def payload_of(event: Event) -> dict[str, Any]:
 
 def event_row(event: Event) -> EventRow:
     """An event as the columns every backend stores."""
+    return EventRow(*event_columns(event))
+
+
+def event_columns(event: Event) -> tuple[Any, ...]:
+    """An event's stored columns in :data:`EVENT_COLUMNS` order (what :func:`event_row`
+    holds, as the tuple the drivers and the hash chain take: every write makes one)."""
     subject = event.subject_id if isinstance(event, MemoryWritten | SubjectForgotten) else None
-    return EventRow(
-        event_id=event.event_id,
-        type=event.type,
-        tenant_id=event.tenant_id,
-        memory_id=event.memory_id,
-        subject_id=subject,
-        version=event.version,
-        occurred_at=to_micros(event.occurred_at),
-        actor=event.actor,
-        idempotency_key=event.idempotency_key,
-        schema_version=SCHEMA_VERSION,
-        payload=_compact_json(payload_of(event)),
+    return (
+        event.event_id,
+        event.type,
+        event.tenant_id,
+        event.memory_id,
+        subject,
+        event.version,
+        to_micros(event.occurred_at),
+        event.actor,
+        event.idempotency_key,
+        SCHEMA_VERSION,
+        _compact_json(payload_of(event)),
     )
 
 
