@@ -256,8 +256,8 @@ def test_a_write_of_one_item_sends_it_with_its_event_in_one_statement(
     open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write's transaction is BEGIN, the write lock, one statement for the item, its
-    postings, its event and the batch's checks, and COMMIT (a rewrite drops the item's
-    old postings first); the write and its event commit together, at one position."""
+    postings, its event and the batch's checks (its idempotency record too), and COMMIT
+    (a rewrite drops the item's old postings first); all of it commits together."""
     store = open_store()
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     service.write(WRITER, body(id="warm", content="Gives the subject its key."))
@@ -273,6 +273,10 @@ def test_a_write_of_one_item_sends_it_with_its_event_in_one_statement(
     begin, lock, item, commit = sent[sent.index("BEGIN") :]  # after the write's reads
     assert (begin, commit) == ("BEGIN", "COMMIT") and "pg_advisory_xact_lock" in lock
     assert "INSERT INTO memories" in item and "INSERT INTO events" in item
+    sent.clear()
+    service.write(WRITER, body(id="m2", content="Prefers mail."), idempotency_key="k-1")
+    begin, lock, item, commit = sent[sent.index("BEGIN") :]  # its record rides along
+    assert "INSERT INTO memories" in item and "INSERT INTO idempotency" in item
     sent.clear()
     service.write(WRITER, body(id="m1", content="Prefers phone.", expected_version=1))
     begin, lock, drop, item, commit = sent[sent.index("BEGIN") :]

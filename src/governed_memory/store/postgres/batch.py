@@ -259,10 +259,12 @@ def _item_and_event(conn: Connection, batch: Batch, drops: list[Cursor]) -> list
         return None
     change, (first, *rest) = batch.changes[0], batch.events
     params = _item_params(change)
-    params.update(
-        (sql.EVENT_PREFIX + name, value)
-        for name, value in (event_params(first) | _guard_params(batch)).items()
-    )
+    for name, value in (event_params(first) | _guard_params(batch)).items():
+        shared = sql.SHARED_PARAMS.get(name)
+        if shared is None:
+            params[sql.EVENT_PREFIX + name] = value
+        elif value != params[shared]:  # the statement would give it the item's value
+            return None
     if len(params) > sql.CACHED_PARAMS:
         return None
     statement = sql.item_and_event(

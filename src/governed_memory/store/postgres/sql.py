@@ -339,6 +339,17 @@ _GUARDED_INSERT_EVENT = INSERT_EVENT.replace(") AS h ", ") AS h, ok ")
 #: The prefix of the event's and the checks' parameters in :func:`item_and_event`, where
 #: they share a statement with the item's (``tenant_id``, ``version``… name both).
 EVENT_PREFIX = "e_"
+#: The event's and the checks' parameters that hold what an item's parameter holds in a
+#: batch of one item (its tenant, its id): :func:`item_and_event` names the item's, so that
+#: the statement passes fewer (the store checks that they are equal, else sends two).
+SHARED_PARAMS = {
+    "tenant_id": "tenant_id",
+    "tenant": "tenant_id",
+    "k_tenant": "tenant_id",
+    "ik_tenant": "tenant_id",
+    "memory_id": "id",
+    "ik_memory": "id",
+}
 #: psycopg converts a statement's named parameters once and caches the conversion only up
 #: to this many parameters (``psycopg._queries.MAX_CACHED_STATEMENT_PARAMS``); above it,
 #: it parses the statement again on every call, which costs more than a second statement.
@@ -352,7 +363,8 @@ def item_and_event(
     """A batch of one item in one statement: the item's row (and its postings) as
     :data:`WRITE_ITEM` writes them, and the first event with the batch's checks as
     :func:`guarded_event` writes it, the event's parameters prefixed by
-    :data:`EVENT_PREFIX`. It returns the event's position.
+    :data:`EVENT_PREFIX` but for those of :data:`SHARED_PARAMS`, which take the item's.
+    It returns the event's position.
 
     One statement fewer in the write's pipeline, with the same effects: both parts run
     after the write lock (an earlier statement), neither reads a table the other writes,
@@ -364,6 +376,8 @@ def item_and_event(
         item.append(_INDEX.strip().removesuffix(","))
     event = [*_guards(index, idempotency, key, item_key), f"e AS ({_GUARDED_INSERT_EVENT})"]
     event_ctes = ", ".join(event).replace("%(", "%(" + EVENT_PREFIX)
+    for name, item_name in SHARED_PARAMS.items():
+        event_ctes = event_ctes.replace(f"%({EVENT_PREFIX}{name})s", f"%({item_name})s")
     guard = "" if new else ", gm_require(EXISTS (SELECT 1 FROM m), 'version')"
     return f"WITH {', '.join(item)}, {event_ctes} SELECT e.position{guard} FROM e"
 
