@@ -31,23 +31,21 @@ _DOMAIN = b"governed-memory event chain v1\x00"
 
 
 def _column(value: object) -> bytes:
+    if isinstance(value, str):  # most columns: one test, then the bytes
+        data = value.encode("utf-8", "surrogatepass")
+        return b"s" + len(data).to_bytes(8, "big") + data
     if value is None:
         return b"n"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise TypeError(f"an event column of type {type(value).__name__} cannot be hashed")
-    tag, data = (b"i", str(value).encode("ascii")) if isinstance(value, int) else (b"s", b"")
-    if isinstance(value, str):
-        data = value.encode("utf-8", "surrogatepass")
-    return tag + len(data).to_bytes(8, "big") + data
+    if isinstance(value, int) and not isinstance(value, bool):
+        data = str(value).encode("ascii")
+        return b"i" + len(data).to_bytes(8, "big") + data
+    raise TypeError(f"an event column of type {type(value).__name__} cannot be hashed")
 
 
 def event_digest(columns: Sequence[object]) -> bytes:
     """SHA-256 of an event's stored columns (``codec.EVENT_COLUMNS`` order), canonically."""
-    hasher = hashlib.sha256(_DOMAIN)
-    hasher.update(len(columns).to_bytes(2, "big"))
-    for value in columns:
-        hasher.update(_column(value))
-    return hasher.digest()
+    encoded = b"".join([_column(value) for value in columns])
+    return hashlib.sha256(_DOMAIN + len(columns).to_bytes(2, "big") + encoded).digest()
 
 
 def chain_hash(previous: bytes, digest: bytes) -> bytes:

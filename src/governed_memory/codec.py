@@ -44,6 +44,12 @@ class CodecError(ValueError):
     """A stored row or an exported line does not decode to a valid event."""
 
 
+#: Compact JSON with sorted keys, exactly ``json.dumps(value, separators=(",", ":"),
+#: sort_keys=True)``: the stored text of payloads (the hash chain digests it) and
+#: provenances. One encoder, not one per call as ``json.dumps`` makes with these options.
+_compact_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
 def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
@@ -111,19 +117,25 @@ def payload_of(event: Event) -> dict[str, Any]:
 
 def event_row(event: Event) -> EventRow:
     """An event as the columns every backend stores."""
+    return EventRow(*event_columns(event))
+
+
+def event_columns(event: Event) -> tuple[Any, ...]:
+    """An event's stored columns in :data:`EVENT_COLUMNS` order (what :func:`event_row`
+    holds, as the tuple the drivers and the hash chain take: every write makes one)."""
     subject = event.subject_id if isinstance(event, MemoryWritten | SubjectForgotten) else None
-    return EventRow(
-        event_id=event.event_id,
-        type=event.type,
-        tenant_id=event.tenant_id,
-        memory_id=event.memory_id,
-        subject_id=subject,
-        version=event.version,
-        occurred_at=to_micros(event.occurred_at),
-        actor=event.actor,
-        idempotency_key=event.idempotency_key,
-        schema_version=SCHEMA_VERSION,
-        payload=json.dumps(payload_of(event), separators=(",", ":"), sort_keys=True),
+    return (
+        event.event_id,
+        event.type,
+        event.tenant_id,
+        event.memory_id,
+        subject,
+        event.version,
+        to_micros(event.occurred_at),
+        event.actor,
+        event.idempotency_key,
+        SCHEMA_VERSION,
+        _compact_json(payload_of(event)),
     )
 
 
@@ -221,7 +233,7 @@ def stored_from_json(data: Mapping[str, Any]) -> StoredEvent:
     """The inverse of :func:`stored_to_json`."""
     try:
         columns = {name: data[name] for name in EVENT_COLUMNS}
-        columns["payload"] = json.dumps(data["payload"], separators=(",", ":"), sort_keys=True)
+        columns["payload"] = _compact_json(data["payload"])
         row = EventRow(**columns)
         position = data["position"]
     except (KeyError, TypeError) as error:
@@ -256,9 +268,8 @@ ITEM_COLUMNS = (
 )
 
 
-#: The stored text of a provenance; one encoder, not one per call as ``json.dumps`` makes
-#: with these options (a rebuild writes every item's row).
-_provenance_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+#: The stored text of a provenance (a rebuild writes every item's row).
+_provenance_json = _compact_json
 
 
 def item_row(item: ItemState) -> tuple[Any, ...]:

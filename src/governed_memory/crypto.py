@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import hmac
 import os
 import secrets
@@ -53,6 +54,7 @@ ITEM_BLOB = 2
 PAD_BLOCK = 256
 KEY_ID_BYTES = 16
 NONCE_BYTES = 12
+_SHA256_BLOCK = 64
 MASTER_KEY_FILE = "master.key"
 
 
@@ -173,6 +175,35 @@ def _remember(cache: dict[bytes, tuple[float, bytes]], key_id: bytes, value: byt
     cache[key_id] = (time.monotonic() + KEY_CACHE_SECONDS, value)
 
 
+class _TermHasher:
+    """HMAC-SHA-256 under one tenant's index key, its key schedule done once.
+
+    ``hmac.digest`` sets the key up on every call (two of its four SHA-256 blocks, and
+    OpenSSL's per-call setup); a write hashes each distinct term of its content, so the
+    padded key's inner and outer states are hashed once here and copied for every term.
+    The digests are exactly HMAC-SHA-256's (RFC 2104: the key is shorter than a block).
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        assert len(key) <= _SHA256_BLOCK, "a longer key would be hashed first"
+        padded = key.ljust(_SHA256_BLOCK, b"\x00")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in padded))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
+
+    def ids(self, words: list[str]) -> list[int]:
+        """Each word's signed 64-bit id: the first 8 bytes of its HMAC, big-endian."""
+        ids = []
+        for word in words:
+            inner = self._inner.copy()
+            inner.update(word.encode("utf-8"))
+            outer = self._outer.copy()
+            outer.update(inner.digest())
+            ids.append(int.from_bytes(outer.digest()[:8], "big", signed=True))
+        return ids
+
+
 class Keyring:
     """Everything that needs the master key: wrapping, sealing, hashing."""
 
@@ -181,7 +212,7 @@ class Keyring:
             raise CryptoError("the master key must be 32 bytes")
         self._wrapper = AESGCM(_hkdf(master_key, b"gmem/v1/wrap"))
         self._index_root = _hkdf(master_key, b"gmem/v1/index")
-        self._index_keys: dict[str, bytes] = {}
+        self._index_keys: dict[str, _TermHasher] = {}
         self._check = (
             CHECK_FORMAT
             + hmac.digest(_hkdf(master_key, b"gmem/v1/check"), CHECK_LABEL, "sha256").hex()
@@ -316,11 +347,8 @@ class Keyring:
     def term_ids(self, tenant_id: str, words: list[str]) -> list[int]:
         """Signed 64-bit keyed hashes of search terms, under the tenant's index key."""
         # No cache of words: it would keep plaintext of content in memory past a forget.
-        key = self._index_keys.get(tenant_id)
-        if key is None:
+        hasher = self._index_keys.get(tenant_id)
+        if hasher is None:
             key = _hkdf(self._index_root, b"tenant\x00" + tenant_id.encode("utf-8"))
-            self._index_keys[tenant_id] = key
-        return [
-            int.from_bytes(hmac.digest(key, w.encode("utf-8"), "sha256")[:8], "big", signed=True)
-            for w in words
-        ]
+            hasher = self._index_keys[tenant_id] = _TermHasher(key)
+        return hasher.ids(words)

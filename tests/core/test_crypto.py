@@ -136,6 +136,18 @@ def test_term_ids_are_keyed_per_tenant(ring: Keyring) -> None:
     assert ring.term_ids("acme", ["email"]) != ring.term_ids("globex", ["email"])
 
 
+def test_term_ids_stay_the_ids_every_stored_index_holds() -> None:
+    """Term ids are HMAC-SHA-256 under the tenant's index key, as stores already hold them:
+    the same master key, tenant and words give these ids, whatever makes them faster."""
+    ring = Keyring(bytes(range(32)))
+    assert ring.term_ids("acme", ["email", "café", "", "x" * 300]) == [
+        -3255995569976579509,
+        -5158444198708152228,
+        5108609327463756512,
+        -3650271661640218084,
+    ]
+
+
 def test_the_master_key_must_be_32_bytes_of_base64() -> None:
     """GMEM_MASTER_KEY is validated with a message naming it."""
     good = base64.b64encode(secrets.token_bytes(32)).decode()

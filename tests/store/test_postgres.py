@@ -252,6 +252,44 @@ def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
     assert not any("SET TRANSACTION" in statement for statement in sent)
 
 
+def test_a_write_of_one_item_sends_it_with_its_event_in_one_statement(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write's transaction is BEGIN, the write lock, one statement for the item, its
+    postings, its event and the batch's checks (its idempotency record too), and COMMIT
+    (a rewrite drops the item's old postings first); all of it commits together."""
+    store = open_store()
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    service.write(WRITER, body(id="warm", content="Gives the subject its key."))
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(statement))
+        return original(self, statement, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    service.write(WRITER, body(id="m1", content="Prefers email."))
+    begin, lock, item, commit = sent[sent.index("BEGIN") :]  # after the write's reads
+    assert (begin, commit) == ("BEGIN", "COMMIT") and "pg_advisory_xact_lock" in lock
+    assert "INSERT INTO memories" in item and "INSERT INTO events" in item
+    sent.clear()
+    service.write(WRITER, body(id="m2", content="Prefers mail."), idempotency_key="k-1")
+    begin, lock, item, commit = sent[sent.index("BEGIN") :]  # its record rides along
+    assert "INSERT INTO memories" in item and "INSERT INTO idempotency" in item
+    sent.clear()
+    service.write(WRITER, body(id="m1", content="Prefers phone.", expected_version=1))
+    begin, lock, drop, item, commit = sent[sent.index("BEGIN") :]
+    assert (begin, commit) == ("BEGIN", "COMMIT") and "DELETE FROM search_docs" in drop
+    assert "UPDATE memories" in item and "INSERT INTO events" in item
+    monkeypatch.undo()
+    (item_position,) = store.database.query(
+        "SELECT max(position) FROM events WHERE memory_id = 'm1'"
+    )[0]
+    assert item_position == store.head()
+    assert service.get(WRITER, "m1").content == "Prefers phone."
+
+
 def _exchanges(store: PostgresStore, trace: Path, action: Callable[[], object]) -> int:
     """How many times ``action`` waits for the server (a one-connection store): the
     ReadyForQuery messages in libpq's trace of the connection, one per exchange."""

@@ -39,12 +39,17 @@ class _Collector:
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
 
-    def check(self, validate: Callable[[], T]) -> T | None:
+    def check(self, validate: Callable[..., T], *args: Any) -> T | None:
+        """``validate(*args)``, or ``None`` with its failures gathered."""
         try:
-            return validate()
+            return validate(*args)
         except ValidationError as error:
             self.errors.extend(error.errors)
             return None
+
+    def optional(self, value: object, validate: Callable[..., T], *args: Any) -> T | None:
+        """``None`` for an absent value (``None``), else :meth:`check` of it."""
+        return None if value is None else self.check(validate, value, *args)
 
     def raise_if_any(self) -> None:
         if self.errors:
@@ -71,6 +76,8 @@ def version(value: object, field: str = "expected_version") -> int:
 
 
 def _refuse_unknown(raw: Mapping[str, Any], known: frozenset[str]) -> None:
+    if known.issuperset(raw):
+        return
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValidationError(
@@ -124,22 +131,20 @@ class WriteMemory:
     def parse(cls, raw: Mapping[str, Any]) -> WriteMemory:
         """Validate a write given as a mapping; ``None`` means absent (SPEC §13)."""
         _refuse_unknown(raw, WRITE_FIELDS)
-        c = _Collector()
-        memory_id = c.check(_optional(raw, "id", v.memory_id))
-        agent = c.check(lambda: v.agent_id(raw.get("agent_id")))
-        subject = c.check(lambda: v.subject_id(raw.get("subject_id")))
-        purpose = c.check(lambda: v.purpose(raw.get("purpose")))
-        kind = c.check(lambda: v.enum_value(Kind, raw.get("kind"), "kind"))
-        content = c.check(lambda: v.content(raw.get("content")))
-        provenance = c.check(lambda: Provenance.parse(raw.get("provenance")))
-        trust = c.check(lambda: v.enum_value(Trust, _or(raw, "trust", "untrusted"), "trust"))
-        confidence = c.check(lambda: v.confidence(_or(raw, "confidence", 0.5)))
-        expected = c.check(lambda: version(raw.get("expected_version")))
-        expires_at = c.check(_optional(raw, "expires_at", lambda x: v.utc(x, "expires_at")))
-        ttl = c.check(_optional(raw, "ttl_seconds", _ttl))
-        supersedes = c.check(
-            _optional(raw, "supersedes_id", lambda x: v.memory_id(x, "supersedes_id"))
-        )
+        c, get = _Collector(), raw.get  # validators called directly: no closure per field
+        memory_id = c.optional(get("id"), v.memory_id)
+        agent = c.check(v.agent_id, get("agent_id"))
+        subject = c.check(v.subject_id, get("subject_id"))
+        purpose = c.check(v.purpose, get("purpose"))
+        kind = c.check(v.enum_value, Kind, get("kind"), "kind")
+        content = c.check(v.content, get("content"))
+        provenance = c.check(Provenance.parse, get("provenance"))
+        trust = c.check(v.enum_value, Trust, _or(raw, "trust", "untrusted"), "trust")
+        confidence = c.check(v.confidence, _or(raw, "confidence", 0.5))
+        expected = c.check(version, get("expected_version"))
+        expires_at = c.optional(get("expires_at"), v.utc, "expires_at")
+        ttl = c.optional(get("ttl_seconds"), _ttl)
+        supersedes = c.optional(get("supersedes_id"), v.memory_id, "supersedes_id")
         if expires_at is not None and ttl is not None:
             c.errors.append(FieldError("ttl_seconds", "give expires_at or ttl_seconds, not both"))
         if trust is Trust.VERIFIED:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,7 +70,9 @@ def new_id() -> str:
     value = (millis & ((1 << 48) - 1)) << 80 | secrets.randbits(80)
     value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
     value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
-    return str(uuid.UUID(int=value))
+    # str(uuid.UUID(int=value)), without building the UUID object (two ids a write).
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 #: Makes the index entry of an item that is searchable after a command (given that item).
@@ -109,6 +110,8 @@ def announce(listeners: Sequence[Listener], events: Sequence[Event]) -> None:
             listener(events)
         except Exception:
             log.exception("an event listener failed")
+    if not log.isEnabledFor(logging.INFO):  # no record to build (its fields cost a write)
+        return
     for event in events:
         log.info(
             "event committed",

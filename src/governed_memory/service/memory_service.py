@@ -16,7 +16,6 @@ reads the log and the review queue; :class:`~.erasure.Erasure` erases single ite
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -180,11 +179,21 @@ class MemoryService:
             events, known, {target_id: self._indexer.entry(tenant, command.content, sealing_key)}
         )
         written, created = rows[0].item, current is None
-        digest = fingerprint(command.fingerprint(sealed.content_hash))
-        result = {"memory_id": target_id, "version": written.version, "created": created}
-        record = record_of(keyed, digest, result)
-        batch = Batch(tenant, events, rows, record, require_key=subject_key, new_item_key=item_key)
-        self._commit(replace(batch, index_signature=self._indexer.signature_of(rows)))
+        record = None
+        if keyed is not None:  # a request without a key has no record to tell it again by
+            digest = fingerprint(command.fingerprint(sealed.content_hash))
+            result = {"memory_id": target_id, "version": written.version, "created": created}
+            record = record_of(keyed, digest, result)
+        batch = Batch(
+            tenant,
+            events,
+            rows,
+            record,
+            require_key=subject_key,
+            new_item_key=item_key,
+            index_signature=self._indexer.signature_of(rows),
+        )
+        self._commit(batch)
         return WriteResult(MemoryItem.from_state(written, command.content), created)
 
     # -- review ---------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from governed_memory.chain import GENESIS, next_hash
-from governed_memory.codec import EVENT_COLUMNS, event_row, event_values
+from governed_memory.codec import EVENT_COLUMNS
+from governed_memory.codec import event_columns as _stored_columns
 from governed_memory.core.events import Event, StoredEvent
 from governed_memory.records import ChainLink
 
@@ -27,7 +28,7 @@ _TENANT = EVENT_COLUMNS.index("tenant_id")
 
 def event_columns(event: Event) -> tuple[Any, ...]:
     """The stored columns of ``event`` (what its digest covers)."""
-    return tuple(event_values(event_row(event)))
+    return _stored_columns(event)
 
 
 class Heads:

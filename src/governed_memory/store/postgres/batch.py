@@ -146,9 +146,12 @@ class PostgresBatches:
         self.begin(conn)
         cursors = []
         for batch in batches:
-            for change in batch.changes:
-                _write_item(conn, change, drops)
-            cursors.append(_send_events(conn, batch))
+            events = _item_and_event(conn, batch, drops)
+            if events is None:
+                for change in batch.changes:
+                    _write_item(conn, change, drops)
+                events = _send_events(conn, batch)
+            cursors.append(events)
             if batch.destroy_item_key is not None:
                 conn.execute(
                     sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
@@ -247,6 +250,40 @@ def _send_events(conn: Connection, batch: Batch) -> list[Cursor]:
     ]
 
 
+def _item_and_event(conn: Connection, batch: Batch, drops: list[Cursor]) -> list[Cursor] | None:
+    """A batch of one item and its events, the item sharing its first event's statement
+    (:func:`.sql.item_and_event`): the cursors of the events, to read positions from; or
+    ``None`` (nothing sent) for any other batch, or one whose statement would have more
+    parameters than psycopg keeps converted (:data:`.sql.CACHED_PARAMS`)."""
+    if len(batch.changes) != 1 or not batch.events:
+        return None
+    change, (first, *rest) = batch.changes[0], batch.events
+    params = _item_params(change)
+    for name, value in (event_params(first) | _guard_params(batch)).items():
+        shared = sql.SHARED_PARAMS.get(name)
+        if shared is None:
+            params[sql.EVENT_PREFIX + name] = value
+        elif value != params[shared]:  # the statement would give it the item's value
+            return None
+    if len(params) > sql.CACHED_PARAMS:
+        return None
+    statement = sql.item_and_event(
+        new=change.expected_version == 0,
+        indexed=change.index is not None,
+        index=batch.index_signature is not None,
+        idempotency=batch.idempotency is not None,
+        key=batch.require_key is not None,
+        item_key=batch.new_item_key is not None,
+    )
+    if change.expected_version != 0:
+        item = change.item
+        drops.append(conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
+    return [
+        conn.execute(statement, params),
+        *(conn.execute(sql.INSERT_EVENT, event_params(e)) for e in rest),
+    ]
+
+
 def _guard_params(batch: Batch) -> dict[str, Any]:
     """The named parameters of :func:`.sql.guarded_event` for ``batch``."""
     params: dict[str, Any] = {}
@@ -289,9 +326,16 @@ def _guard_params(batch: Batch) -> dict[str, Any]:
 def _write_item(conn: Connection, change: ItemChange, drops: list[Cursor]) -> None:
     """The item's row (inserted, or updated under its version guard) and its postings."""
     item = change.item
-    params = dict(zip(ITEM_COLUMNS, item_row(item), strict=True))
     if change.expected_version != 0:
         drops.append(conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
+    params = _item_params(change)
+    conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, change.index is not None)], params)
+
+
+def _item_params(change: ItemChange) -> dict[str, Any]:
+    """The named parameters of :data:`.sql.WRITE_ITEM` for ``change``."""
+    params = dict(zip(ITEM_COLUMNS, item_row(change.item), strict=True))
+    if change.expected_version != 0:
         params["expected"] = change.expected_version
     index = change.index
     if index is not None:
@@ -299,7 +343,7 @@ def _write_item(conn: Connection, change: ItemChange, drops: list[Cursor]) -> No
         params["terms"] = list(index.terms)
         params["tfs"] = list(index.terms.values())
         params["vector"] = index.vector
-    conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, index is not None)], params)
+    return params
 
 
 def _warn_stray_postings(drops: list[Cursor]) -> None:
