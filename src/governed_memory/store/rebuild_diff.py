@@ -40,7 +40,7 @@ class Stored:
 
     items: dict[str, tuple[int, tuple[Any, ...]]] = field(default_factory=dict)
     documents: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    postings: set[Posting] = field(default_factory=set)
+    postings: list[Posting] = field(default_factory=list)
     vectors: dict[int, tuple[int, bytes]] = field(default_factory=dict)
     scopes: dict[ScopeKey, tuple[int, int, int]] = field(default_factory=dict)
 
@@ -93,7 +93,7 @@ def diff(
     fresh = iter(allocate(sum(1 for c in changes if c.item.id not in stored.items)))
     kept: set[int] = set()
     documents: dict[int, tuple[Any, ...]] = {}
-    postings: list[Posting] = []
+    postings: set[Posting] = set()
     vectors: dict[int, tuple[int, bytes]] = {}
     totals = {scope: [0, 0] for scope in scopes.values()}
     for change in changes:
@@ -112,7 +112,7 @@ def diff(
             continue
         scope = scopes[(item.agent_id, item.purpose)]
         documents[rowid] = document_row(rowid, scope, item, index)
-        postings.extend(impact_rows(rowid, scope, index))
+        postings.update(impact_rows(rowid, scope, index))
         if index.vector is not None:
             vectors[rowid] = (scope, index.vector)
         total = totals[scope]
@@ -142,15 +142,14 @@ def _documents(
             out.touched.add(row[1])
 
 
-def _postings(out: Diff, stored: set[Posting], wanted: list[Posting]) -> None:
-    if not stored:  # an empty projection: every posting is new
-        out.new_postings = sorted(wanted)
-    else:
-        expected = set(wanted)
-        if expected == stored:
-            return
-        out.deleted_postings = sorted(stored - expected)
-        out.new_postings = sorted(expected - stored)
+def _postings(out: Diff, stored: list[Posting], wanted: set[Posting]) -> None:
+    """The postings to delete and to add. ``stored`` holds no posting twice (the primary
+    key), so as many as are wanted, all of them wanted, means the very same set."""
+    if len(stored) == len(wanted) and wanted.issuperset(stored):
+        return
+    held = set(stored)
+    out.deleted_postings = sorted(held - wanted)
+    out.new_postings = sorted(wanted - held)
     out.touched.update(posting[0] for posting in out.deleted_postings)
     out.touched.update(posting[0] for posting in out.new_postings)
 

@@ -129,7 +129,7 @@ def _stored(conn: Connection, tenants: Sequence[TenantRebuild]) -> dict[str, Sto
     if owner:  # the scopes made just now hold nothing yet
         scopes = list(owner)
         for posting in conn.execute(sql.REBUILD_POSTINGS, (scopes,)):
-            owner[posting[0]].postings.add(posting)
+            owner[posting[0]].postings.append(posting)
         for item, scope, vector in conn.execute(sql.REBUILD_VECTORS, (scopes,)):
             owner[scope].vectors[item] = (scope, bytes(vector))
     return stored

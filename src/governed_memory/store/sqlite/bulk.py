@@ -120,7 +120,7 @@ def _stored(conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, st
         }
     ids = [scope for scope, _, _ in held]  # a scope made just now holds nothing yet
     if ids:
-        stored.postings = set(conn.execute(sql.scopes_postings(len(ids)), ids))
+        stored.postings = conn.execute(sql.scopes_postings(len(ids)), ids).fetchall()
         stored.vectors = {
             item: (scope, vector)
             for item, scope, vector in conn.execute(sql.scopes_vectors(len(ids)), ids)
