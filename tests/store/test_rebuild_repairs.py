@@ -148,6 +148,15 @@ DAMAGES = [
         ),
     ),
     Damage(
+        "every row of a tenant missing",  # loaded whole, as by an import; its scopes stay
+        (
+            "DELETE FROM postings WHERE scope IN (SELECT id FROM scopes WHERE tenant_id = 'acme')",
+            "DELETE FROM search_docs WHERE item IN "
+            "(SELECT rowid FROM memories WHERE tenant_id = 'acme')",
+            "DELETE FROM memories WHERE tenant_id = 'acme'",
+        ),
+    ),
+    Damage(
         "an item of no event",
         (
             f"INSERT INTO memories ({', '.join(ITEM_COLUMNS)}) SELECT tenant_id, 'ghost', "

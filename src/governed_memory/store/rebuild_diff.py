@@ -10,13 +10,14 @@ with the document its index entry and state make, the postings of the tenant's s
 a set with the postings the entries imply (so a missing, extra or altered posting is
 found, whatever the documents say), vectors by their sealed bytes, and each scope's
 document count and total length with the folded ones. An item keeps its row id, so its
-unchanged postings stay where they are; a new item gets a fresh one. Over an empty
-projection (``gmem import``) the diff is every row: the full load, as before.
+unchanged postings stay where they are; a new item gets a fresh one. A tenant with no
+rows yet (``gmem import``) is loaded whole, a chunk at a time, without comparing
+(:func:`load`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ from governed_memory.store.impact import impact_rows
 
 ScopeKey = tuple[str, str]  # (agent, purpose) within a tenant
 Posting = tuple[int, int, int, int]  # (scope, term, impact, item)
+#: Items whose rows an empty projection's load builds and writes at once.
+LOAD_CHUNK = 2_048
 #: A backend's search_docs row of an item: (rowid, scope, item, index entry) -> the row.
 DocumentRow = Callable[[int, int, ItemState, IndexDoc], tuple[Any, ...]]
 
@@ -43,6 +46,10 @@ class Stored:
     postings: list[Posting] = field(default_factory=list)
     vectors: dict[int, tuple[int, bytes]] = field(default_factory=dict)
     scopes: dict[ScopeKey, tuple[int, int, int]] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        """Whether the tenant has no projection rows (scopes aside): nothing to compare."""
+        return not (self.items or self.documents or self.postings or self.vectors)
 
 
 @dataclass
@@ -129,6 +136,41 @@ def diff(
     return out
 
 
+def load(
+    changes: Sequence[ItemChange],
+    stored: Stored,
+    allocate: Callable[[int], Sequence[int]],
+    document_row: DocumentRow,
+) -> Iterator[Diff]:
+    """The rows of ``changes`` for a tenant whose projection is :meth:`Stored.empty`
+    (``gmem import``): every row is new, so nothing is compared; a chunk of
+    ``LOAD_CHUNK`` items at a time (the rows of all of them are never held at once), then
+    the scopes' totals."""
+    scopes = {key: scope for key, (scope, _, _) in stored.scopes.items()}
+    totals = {scope: [0, 0] for scope in scopes.values()}
+    for start in range(0, len(changes), LOAD_CHUNK):
+        chunk = changes[start : start + LOAD_CHUNK]
+        out = Diff()
+        for rowid, change in zip(allocate(len(chunk)), chunk, strict=True):
+            item, index = change.item, change.index
+            out.new_items.append((rowid, *item_row(item)))
+            if index is None:
+                continue
+            scope = scopes[(item.agent_id, item.purpose)]
+            out.new_documents.append(document_row(rowid, scope, item, index))
+            out.new_postings.extend(impact_rows(rowid, scope, index))
+            if index.vector is not None:
+                out.new_vectors.append((rowid, scope, index.vector))
+            totals[scope][0] += 1
+            totals[scope][1] += index.length
+        yield out
+    out = Diff()
+    for scope, n, length in stored.scopes.values():
+        if (totals[scope][0], totals[scope][1]) != (n, length):
+            out.totals.append((totals[scope][0], totals[scope][1], scope))
+    yield out
+
+
 def _documents(
     out: Diff, stored: Mapping[int, tuple[Any, ...]], wanted: Mapping[int, tuple[Any, ...]]
 ) -> None:
@@ -167,4 +209,4 @@ def _vectors(
             out.new_vectors.append((rowid, *vector))
 
 
-__all__ = ["Diff", "Stored", "diff", "needed_scopes"]
+__all__ = ["LOAD_CHUNK", "Diff", "Stored", "diff", "load", "needed_scopes"]

@@ -19,7 +19,7 @@ from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
 from governed_memory.store.postgres.index_rows import document_row
-from governed_memory.store.rebuild_diff import Diff, Stored, diff, needed_scopes
+from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
 
 
 def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> None:
@@ -95,7 +95,12 @@ def rebuild(database: PostgresDatabase, tenants: Sequence[TenantRebuild]) -> set
 
         writes = Diff()
         for tenant in swapped:
-            writes.extend(diff(tenant.changes, stored[tenant.tenant_id], allocate, document_row))
+            held = stored[tenant.tenant_id]
+            if held.empty():
+                for rows in load(tenant.changes, held, allocate, document_row):
+                    _write(conn, rows)
+            else:
+                writes.extend(diff(tenant.changes, held, allocate, document_row))
         _write(conn, writes)
     return moved
 

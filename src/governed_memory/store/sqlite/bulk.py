@@ -17,7 +17,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import IdempotencyRecord, ItemKey, TenantRebuild
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
-from governed_memory.store.rebuild_diff import Diff, Stored, diff, needed_scopes
+from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -86,7 +86,11 @@ def rebuild(
             if tenant.tenant_id in moved:
                 continue
             stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes))
-            writes.extend(diff(tenant.changes, stored, allocate, document_row))
+            if stored.empty():
+                for rows in load(tenant.changes, stored, allocate, document_row):
+                    _write(conn, rows)
+            else:
+                writes.extend(diff(tenant.changes, stored, allocate, document_row))
             for (agent, purpose), (scope, _, _) in stored.scopes.items():
                 scopes[(tenant.tenant_id, agent, purpose)] = scope
         _write(conn, writes)
