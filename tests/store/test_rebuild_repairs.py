@@ -32,6 +32,7 @@ DPO = principal("acme", name="dpo", scopes={Scope.SUBJECT_FORGET, Scope.MEMORY_R
 ITEM = "(SELECT rowid FROM memories WHERE tenant_id = 'acme' AND id = 'm1')"
 OTHER = "(SELECT rowid FROM memories WHERE tenant_id = 'acme' AND id = 'm2')"
 SCOPE = f"(SELECT scope FROM search_docs WHERE item = {ITEM})"
+GLOBEX_SCOPE = "(SELECT id FROM scopes WHERE tenant_id = 'globex')"
 DOCUMENT = "item, scope, length, confidence, updated_at, expires_at, kind, terms, tfs"
 SALES = (
     "(SELECT id FROM scopes WHERE tenant_id = 'acme' AND agent_id = 'sales-bot' "
@@ -140,7 +141,7 @@ def _column_damage(column: str) -> Damage:
 DAMAGES = [
     *(_column_damage(column) for column in ITEM_COLUMNS),
     Damage(
-        "an item's rows all missing",
+        "every row of an item missing",
         (
             f"DELETE FROM postings WHERE item = {ITEM}",
             f"DELETE FROM search_docs WHERE item = {ITEM}",
@@ -214,7 +215,7 @@ DAMAGES = [
         ),
     ),
     Damage(
-        "a posting's impact",
+        "the impact of a posting",
         (
             "UPDATE postings SET impact = impact + 65536 WHERE (scope, term, impact, item) IN "
             f"(SELECT scope, term, impact, item FROM postings WHERE item = {ITEM} LIMIT 1)",
@@ -233,6 +234,13 @@ DAMAGES = [
             f"UPDATE postings SET item = {OTHER} WHERE (scope, term, impact, item) IN "
             f"(SELECT scope, term, impact, item FROM postings WHERE item = {ITEM} "
             f"AND term NOT IN (SELECT term FROM postings WHERE item = {OTHER}) LIMIT 1)",
+        ),
+    ),
+    Damage(
+        "a document and its postings moved to a scope of another tenant",
+        (
+            f"UPDATE postings SET scope = {GLOBEX_SCOPE} WHERE item = {ITEM}",
+            f"UPDATE search_docs SET scope = {GLOBEX_SCOPE} WHERE item = {ITEM}",
         ),
     ),
     Damage(
