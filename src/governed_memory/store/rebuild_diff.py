@@ -17,7 +17,7 @@ rows yet (``gmem import``) is loaded whole, a chunk at a time, without comparing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,17 +46,10 @@ class Stored:
     postings: list[Posting] = field(default_factory=list)
     vectors: dict[int, tuple[int, bytes]] = field(default_factory=dict)
     scopes: dict[ScopeKey, tuple[int, int, int]] = field(default_factory=dict)
-    #: Read instead of ``postings`` where the database can expand documents (PostgreSQL):
-    #: the postings of the tenant's scopes that differ from those its stored documents
-    #: imply, each with whether it is the stored side, and a reader of the postings of
-    #: given items (:func:`_drifted`).
-    drift: list[tuple[int, int, int, int, bool]] | None = None
-    postings_of: Callable[[list[int]], list[Posting]] | None = None
 
     def empty(self) -> bool:
         """Whether the tenant has no projection rows (scopes aside): nothing to compare."""
-        rows = self.items or self.documents or self.postings or self.vectors or self.drift
-        return not rows
+        return not (self.items or self.documents or self.postings or self.vectors)
 
 
 @dataclass
@@ -107,7 +100,7 @@ def diff(
     fresh = iter(allocate(sum(1 for c in changes if c.item.id not in stored.items)))
     kept: set[int] = set()
     documents: dict[int, tuple[Any, ...]] = {}
-    entries: dict[int, tuple[int, IndexDoc]] = {}
+    postings: set[Posting] = set()
     vectors: dict[int, tuple[int, bytes]] = {}
     totals = {scope: [0, 0] for scope in scopes.values()}
     for change in changes:
@@ -126,7 +119,7 @@ def diff(
             continue
         scope = scopes[(item.agent_id, item.purpose)]
         documents[rowid] = document_row(rowid, scope, item, index)
-        entries[rowid] = (scope, index)
+        postings.update(impact_rows(rowid, scope, index))
         if index.vector is not None:
             vectors[rowid] = (scope, index.vector)
         total = totals[scope]
@@ -134,10 +127,7 @@ def diff(
         total[1] += index.length
     out.deleted_items = [rowid for rowid, _ in stored.items.values() if rowid not in kept]
     _documents(out, stored.documents, documents)
-    if stored.drift is None:
-        _postings(out, stored.postings, _implied(entries, entries))
-    else:
-        _drifted(out, stored, documents, entries)
+    _postings(out, stored.postings, postings)
     _vectors(out, stored.vectors, vectors)
     for scope, n, length in stored.scopes.values():
         count, total_length = totals[scope]
@@ -202,43 +192,6 @@ def _postings(out: Diff, stored: list[Posting], wanted: set[Posting]) -> None:
     held = set(stored)
     out.deleted_postings = sorted(held - wanted)
     out.new_postings = sorted(wanted - held)
-    out.touched.update(posting[0] for posting in out.deleted_postings)
-    out.touched.update(posting[0] for posting in out.new_postings)
-
-
-def _implied(entries: Mapping[int, tuple[int, IndexDoc]], rowids: Iterable[int]) -> set[Posting]:
-    """The postings the entries of ``rowids`` make."""
-    wanted: set[Posting] = set()
-    for rowid in rowids:
-        scope, index = entries[rowid]
-        wanted.update(impact_rows(rowid, scope, index))
-    return wanted
-
-
-def _drifted(
-    out: Diff,
-    stored: Stored,
-    documents: Mapping[int, tuple[Any, ...]],
-    entries: Mapping[int, tuple[int, IndexDoc]],
-) -> None:
-    """The postings to delete and to add, from ``stored.drift``: an item whose stored
-    document is the one wanted wants exactly the postings that document implies, so of
-    its postings only those in the drift differ (a stored one is extra, an implied one
-    missing); every other item's stored postings are read and compared with the ones it
-    wants, whole. A drifting posting of no item of the tenant is extra."""
-    assert stored.postings_of is not None  # set with the drift
-    same = {rowid for rowid, row in documents.items() if stored.documents.get(rowid) == row}
-    others = sorted((documents.keys() | stored.documents.keys()) - same)
-    held = set(stored.postings_of(others)) if others else set()
-    wanted = _implied(entries, [rowid for rowid in others if rowid in entries])
-    deleted = held - wanted
-    new = wanted - held
-    known = documents.keys() | stored.documents.keys()
-    for scope, term, impact, item, is_stored in stored.drift or ():
-        if item in same or item not in known:
-            (deleted if is_stored else new).add((scope, term, impact, item))
-    out.deleted_postings = sorted(deleted)
-    out.new_postings = sorted(new)
     out.touched.update(posting[0] for posting in out.deleted_postings)
     out.touched.update(posting[0] for posting in out.new_postings)
 

@@ -19,7 +19,7 @@ from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
 from governed_memory.store.postgres.index_rows import document_row
-from governed_memory.store.rebuild_diff import Diff, Posting, Stored, diff, load, needed_scopes
+from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
 
 
 def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> None:
@@ -131,27 +131,13 @@ def _stored(conn: Connection, tenants: Sequence[TenantRebuild]) -> dict[str, Sto
     if rowids:
         for row in conn.execute(sql.REBUILD_DOCUMENTS, (ids,)):
             rowids[row[0]].documents[row[0]] = row
-    for tenant in stored.values():
-        tenant.drift = []
-        held = [scope for scope, _, _ in tenant.scopes.values() if owner.get(scope) is tenant]
-        tenant.postings_of = partial(_postings_of, conn, held)
-    if owner or rowids:  # the scopes made just now hold nothing yet
+    if owner:  # the scopes made just now hold nothing yet
         scopes = list(owner)
-        for *posting, is_stored in conn.execute(sql.POSTINGS_DRIFT, (ids, scopes)):
-            # a stored posting is its scope's tenant's; an implied one its item's
-            whose = owner.get(posting[0]) if is_stored else rowids.get(posting[3])
-            if whose is not None and whose.drift is not None:
-                whose.drift.append((*posting, is_stored))
+        for posting in conn.execute(sql.REBUILD_POSTINGS, (scopes,)):
+            owner[posting[0]].postings.append(posting)
         for item, scope, vector in conn.execute(sql.REBUILD_VECTORS, (scopes,)):
             owner[scope].vectors[item] = (scope, bytes(vector))
     return stored
-
-
-def _postings_of(conn: Connection, scopes: list[int], items: list[int]) -> list[Posting]:
-    """The postings of ``items`` in ``scopes`` (a tenant's, as they were before this
-    rebuild made any)."""
-    rows = conn.execute(sql.ITEMS_POSTINGS, (scopes, items)).fetchall()
-    return [(int(s), int(t), int(i), int(m)) for s, t, i, m in rows]
 
 
 def _write(conn: Connection, writes: Diff) -> None:

@@ -431,28 +431,7 @@ REBUILD_DOCUMENTS = (
     "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
     "WHERE m.tenant_id = ANY (%s::text[])"
 )
-# The postings of the tenants' scopes that differ from those their items' documents imply
-# (impact: store/impact.py), each with whether it is the stored one: the server expands
-# the documents, so an intact index sends nothing back. A posting is matched only with a
-# document of its scope's tenant: another tenant's cannot vouch for it.
-POSTINGS_DRIFT = (
-    "WITH d AS (SELECT m.tenant_id, d.item, d.scope, d.length, d.terms, d.tfs "
-    "FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
-    "WHERE m.tenant_id = ANY (%s::text[])), "
-    "i AS (SELECT d.tenant_id, d.scope, u.term, (u.tf << 16) | (65535 - d.length) AS impact, "
-    "d.item FROM d CROSS JOIN LATERAL unnest(d.terms, d.tfs) AS u (term, tf)), "
-    "s AS (SELECT c.tenant_id, p.scope, p.term, p.impact, p.item FROM postings AS p "
-    "JOIN scopes AS c ON c.id = p.scope WHERE p.scope = ANY (%s::bigint[])) "
-    "SELECT coalesce(s.scope, i.scope), coalesce(s.term, i.term), "
-    "coalesce(s.impact, i.impact), coalesce(s.item, i.item), s.item IS NOT NULL "
-    "FROM s FULL JOIN i ON s.tenant_id = i.tenant_id AND s.scope = i.scope "
-    "AND s.term = i.term AND s.impact = i.impact AND s.item = i.item "
-    "WHERE s.item IS NULL OR i.item IS NULL"
-)
-ITEMS_POSTINGS = (
-    "SELECT scope, term, impact, item FROM postings "
-    "WHERE scope = ANY (%s::bigint[]) AND item = ANY (%s::bigint[])"
-)
+REBUILD_POSTINGS = "SELECT scope, term, impact, item FROM postings WHERE scope = ANY (%s::bigint[])"
 REBUILD_VECTORS = "SELECT item, scope, vector FROM search_vectors WHERE scope = ANY (%s::bigint[])"
 DELETE_VECTORS = "DELETE FROM search_vectors WHERE item = ANY (%s::bigint[])"
 DELETE_DOCUMENTS = "DELETE FROM search_docs WHERE item = ANY (%s::bigint[])"
