@@ -176,9 +176,11 @@ class Items(Protocol):
         ...
 
     def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
-        """Replace each tenant's projection rows and postings with its ``changes``, all in
+        """Make each tenant's projection rows and postings exactly its ``changes``, all in
         one transaction, except the tenants whose last event is no longer at ``through``
-        (the log they were folded from): those are left unchanged, and returned."""
+        (the log they were folded from): those are left unchanged, and returned. A store
+        may compare and write only the rows that differ (an intact projection then costs
+        its reads); any row that differs, is missing or should not exist is rewritten."""
         ...
 
 

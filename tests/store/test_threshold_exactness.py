@@ -212,7 +212,7 @@ def test_writes_between_searches_leave_no_stale_bound(
 def test_every_change_of_a_scopes_postings_moves_its_generation(tmp_path: Path) -> None:
     """The cached tiers and document frequencies are keyed by the scope's generation, so
     every change of its postings must move it: a write, a rewrite, a promotion, an erasure,
-    a forget, an expiry and a rebuild each do."""
+    a forget, an expiry and a rebuild that repairs a posting each do."""
     clock = FakeClock()
     store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
     service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
@@ -222,6 +222,13 @@ def test_every_change_of_a_scopes_postings_moves_its_generation(tmp_path: Path) 
         with closing(sqlite3.connect(tmp_path / "gmem.sqlite3")) as db:
             ((value,),) = db.execute("SELECT generation FROM scopes").fetchall()
         return int(value)
+
+    def lost_posting() -> None:
+        with closing(sqlite3.connect(tmp_path / "gmem.sqlite3")) as db, db:
+            db.execute(
+                "DELETE FROM postings WHERE (scope, term, impact, item) = "
+                "(SELECT scope, term, impact, item FROM postings LIMIT 1)"
+            )
 
     service.write(WRITER, item_body(id="a", content="t1 t1 t2"))
     untrusted = principal(name="agent", trust=Trust.UNTRUSTED)
@@ -254,7 +261,8 @@ def test_every_change_of_a_scopes_postings_moves_its_generation(tmp_path: Path) 
             ),
             service.expire_due,
         ),
-        ("rebuild", lambda: None, service.maintenance.rebuild),
+        # a rebuild writes only what differs: here, the posting deleted behind its back
+        ("rebuild", lost_posting, service.maintenance.rebuild),
     ]
     for name, before_it, change in changes:
         before_it()

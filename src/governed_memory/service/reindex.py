@@ -6,11 +6,12 @@ without its content being opened, unless the settings change (``gmem reindex``) 
 semantic recall is on (vectors are not kept with the entries); every other active item's
 content is opened with its keys and indexed again under the service's search settings
 (terms, and vectors when semantic recall is on). Tenants are folded one after another and
-swapped in together, a few thousand items a transaction (``Store.rebuild``); the store
-leaves out a tenant an event landed in after its fold, and that tenant is folded again and
-swapped in alone, right after its fold, up to ``REBUILD_ATTEMPTS`` times (steady writes to
-many tenants never starve a whole batch): index entries already made are kept (an entry
-depends only on an item's content version), so a retry costs the new items only.
+swapped in together, a few thousand items a transaction (``Store.rebuild``, which writes
+only the rows that differ from the fold); the store leaves out a tenant an event landed
+in after its fold, and that tenant is folded again and swapped in alone, right after its
+fold, up to ``REBUILD_ATTEMPTS`` times (steady writes to many tenants never starve a whole
+batch): index entries already made are kept (an entry depends only on an item's content
+version), so a retry costs the new items only.
 
 ``gmem replay`` rebuilds under the settings the index was built with; ``gmem reindex``
 rebuilds under new ones: it first records that a rebuild is under way, so every instance
@@ -46,7 +47,8 @@ REBUILD_ATTEMPTS = 20
 KEY_PAGE = 5_000
 #: Items swapped in by one transaction, at least (unless the log ends first): many small
 #: tenants share a commit, and the pages their rows touch, instead of one each. The swap
-#: holds the write lock (about a second for 10k items here; writes wait, well within the
+#: holds the write lock while it reads the tenants' rows and writes what differs (about
+#: a second for 10k items here when every row is written; writes wait, well within the
 #: busy timeout); bigger swaps were a little faster still, smaller ones clearly slower.
 SWAP_ITEMS = 10_000
 #: Items indexed between two progress reports.

@@ -44,6 +44,19 @@ ENTRIES = (
 )
 
 
+class StoredTerms(dict[int, int]):
+    """A document's terms and frequencies read from the index, with the two columns they
+    were read from (``stored``: packed blobs on SQLite, arrays on PostgreSQL), so that a
+    rebuild keeping the entry writes or compares those columns without encoding them
+    again. Never changed once read."""
+
+    __slots__ = ("stored",)
+
+    def __init__(self, terms: dict[int, int], stored: tuple[Any, Any]) -> None:
+        super().__init__(terms)
+        self.stored = stored
+
+
 def index_entries(
     database: Database, placeholder: str, tenant_id: str
 ) -> dict[str, IndexedContent]:
@@ -51,7 +64,9 @@ def index_entries(
     rows = database.query(ENTRIES.replace("{P}", placeholder), (tenant_id,))
     return {
         memory_id: IndexedContent(
-            int(version), str(content_hash), IndexDoc(_terms(terms, tfs), int(length))
+            int(version),
+            str(content_hash),
+            IndexDoc(StoredTerms(_terms(terms, tfs), (terms, tfs)), int(length)),
         )
         for memory_id, version, content_hash, length, terms, tfs in rows
     }
@@ -97,4 +112,4 @@ def _terms(
     return dict(zip(packed_terms, packed_tfs, strict=True))
 
 
-__all__ = ["index_entries", "search_rows"]
+__all__ = ["StoredTerms", "index_entries", "search_rows"]

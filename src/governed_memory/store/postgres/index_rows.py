@@ -13,11 +13,15 @@ from typing import Any
 from governed_memory.core.model import ItemState
 from governed_memory.records import IndexDoc
 from governed_memory.store.impact import document_columns, impact_rows
+from governed_memory.store.search_rows import StoredTerms
 
 
 def document_row(rowid: int, scope: int, item: ItemState, index: IndexDoc) -> tuple[Any, ...]:
     """The ``search_docs`` row of a searchable item (in ``sql.COPY_DOCUMENTS`` order)."""
     terms = index.terms
+    if isinstance(terms, StoredTerms):  # as read from a document: the same two arrays
+        stored_terms, stored_tfs = terms.stored
+        return (*document_columns(rowid, scope, item, index), stored_terms, stored_tfs)
     return (*document_columns(rowid, scope, item, index), list(terms), list(terms.values()))
 
 

@@ -475,16 +475,29 @@ IMPORT_EVENT = (
 
 # -- rebuild (see bulk.py) ------------------------------------------------------------------
 
-TENANT_SCOPE_IDS = "SELECT id FROM scopes WHERE tenant_id = %s"
-DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ANY (%s::bigint[])"
-# By the tenant's items, before they go: search_docs has no index on its scope, and a
-# rebuild deletes the documents of every tenant in turn.
-DELETE_TENANT_DOCUMENTS = (
-    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = %s)"
+# What several tenants' rows hold, read by a rebuild to write only what differs (bulk.py).
+REBUILD_SCOPES = (
+    "SELECT tenant_id, agent_id, purpose, id, documents, total_length FROM scopes "
+    "WHERE tenant_id = ANY (%s::text[])"
 )
-DELETE_SCOPE_VECTORS = "DELETE FROM search_vectors WHERE scope = ANY (%s::bigint[])"
-EMPTY_SCOPES = "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s"
-DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = %s"
+REBUILD_ITEMS = f"SELECT rowid, {COLUMNS} FROM memories WHERE tenant_id = ANY (%s::text[])"
+REBUILD_DOCUMENTS = (
+    "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
+    "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
+    "WHERE m.tenant_id = ANY (%s::text[])"
+)
+REBUILD_POSTINGS = "SELECT scope, term, impact, item FROM postings WHERE scope = ANY (%s::bigint[])"
+REBUILD_VECTORS = "SELECT item, scope, vector FROM search_vectors WHERE scope = ANY (%s::bigint[])"
+DELETE_VECTORS = "DELETE FROM search_vectors WHERE item = ANY (%s::bigint[])"
+DELETE_DOCUMENTS = "DELETE FROM search_docs WHERE item = ANY (%s::bigint[])"
+DELETE_POSTINGS = (
+    "DELETE FROM postings WHERE (scope, term, impact, item) IN (SELECT * FROM "
+    "unnest(%s::bigint[], %s::bigint[], %s::integer[], %s::bigint[]))"
+)
+DELETE_ITEMS = "DELETE FROM memories WHERE rowid = ANY (%s::bigint[])"
+REWRITE_ITEM = (
+    "UPDATE memories SET " + ", ".join(f"{c} = %s" for c in ITEM_COLUMNS) + " WHERE rowid = %s"
+)
 NEW_SCOPES = (
     "INSERT INTO scopes (tenant_id, agent_id, purpose) "
     "SELECT %s, a, p FROM unnest(%s::text[], %s::text[]) AS k (a, p) "
@@ -501,7 +514,7 @@ COPY_DOCUMENTS = (
     "tfs) FROM STDIN"
 )
 COPY_VECTORS = "COPY search_vectors (item, scope, vector) FROM STDIN"
-# Each scope's totals as counted while its documents were loaded (id, documents, length).
+# The scopes whose totals differ from the folded ones (id, documents, length).
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = t.documents, total_length = t.total_length "
     "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS t (id, documents, total_length) "

@@ -1,30 +1,29 @@
 """Bulk paths of the SQLite store: importing a log, rebuilding a tenant's projection.
 
 Both run in one write transaction of their own (outside group commit) and write with a few
-``executemany`` statements rather than a few statements per item.
+``executemany`` statements rather than a few statements per item; a rebuild writes only
+the rows that differ from the fold of the log.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from itertools import count, islice
 
-from governed_memory.codec import idempotency_result, item_row
+from governed_memory.codec import idempotency_result
 from governed_memory.core.events import StoredEvent
-from governed_memory.records import IdempotencyRecord, ItemChange, ItemKey, TenantRebuild
+from governed_memory.records import IdempotencyRecord, ItemKey, TenantRebuild
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
+from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
-from governed_memory.store.sqlite.index_rows import document_row, posting_rows
+from governed_memory.store.sqlite.index_rows import document_row
 
 ScopeKey = tuple[str, str, str]
-#: Items whose rows a rebuild builds and inserts at once.
-LOAD_CHUNK = 2_048
 
 
 def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
@@ -64,41 +63,37 @@ def import_idempotency(database: SQLiteDatabase, records: Sequence[IdempotencyRe
 def rebuild(
     database: SQLiteDatabase, tenants: Sequence[TenantRebuild]
 ) -> tuple[set[str], dict[ScopeKey, int]]:
-    """Replace the rows of several tenants in bulk, in one transaction: a few statements
-    per tenant and a few per chunk of items, not a few per item.
+    """Make the rows of several tenants the folded ones, in one transaction, writing only
+    what differs from what they hold (:mod:`governed_memory.store.rebuild_diff`): over an
+    intact projection that is nothing, over an empty one every row.
 
     A tenant whose last event is no longer at its ``through`` is left as it is. Returns
     those tenants, and the ids of the other tenants' scopes, committed.
     """
     with database.write_transaction(deferred=True) as conn:
         # The write transaction holds the write lock: no event can land until this
-        # rebuild commits, so the checks below cannot be overtaken.
+        # rebuild commits, so the checks and reads below cannot be overtaken.
         moved = {t.tenant_id for t in tenants if _head(conn, t.tenant_id) != t.through}
-        swapped = [t for t in tenants if t.tenant_id not in moved]
-        scopes = _clear(conn, [tenant.tenant_id for tenant in swapped])
-        changes = [change for tenant in swapped for change in tenant.changes]
-        for change in changes:
-            key = (change.item.tenant_id, change.item.agent_id, change.item.purpose)
-            if change.index is not None and key not in scopes:
-                conn.execute(sql.NEW_SCOPE, key)
-                scopes[key] = conn.execute(sql.GET_SCOPE_ID, key).fetchone()[0]
         (top,) = conn.execute(sql.TOP_ROWID).fetchone()
-        totals = {scope: [0, 0] for scope in scopes.values()}
-        # A chunk of items at a time: the rows of all of them are never held at once.
-        for start in range(0, len(changes), LOAD_CHUNK):
-            chunk = changes[start : start + LOAD_CHUNK]
-            rows = _Rows.of(chunk, scopes, first_rowid=top + 1 + start)
-            conn.executemany(sql.LOAD_ITEM, rows.items)
-            conn.executemany(sql.INSERT_DOCUMENT, rows.documents)
-            conn.executemany(sql.LOAD_VECTOR, rows.vectors)
-            rows.postings.sort()  # in key order: each B-tree page is visited once a chunk
-            conn.executemany(sql.INSERT_POSTING, rows.postings)
-            for scope, (n, length) in rows.totals.items():
-                totals[scope][0] += n
-                totals[scope][1] += length
-        conn.executemany(
-            sql.SCOPE_TOTALS, [(n, length, scope) for scope, (n, length) in totals.items()]
-        )
+        fresh = count(top + 1)  # ids above every row's, before any is deleted
+
+        def allocate(n: int) -> list[int]:
+            return list(islice(fresh, n))
+
+        writes = Diff()
+        scopes: dict[ScopeKey, int] = {}
+        for tenant in tenants:
+            if tenant.tenant_id in moved:
+                continue
+            stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes))
+            if stored.empty():
+                for rows in load(tenant.changes, stored, allocate, document_row):
+                    _write(conn, rows)
+            else:
+                writes.extend(diff(tenant.changes, stored, allocate, document_row))
+            for (agent, purpose), (scope, _, _) in stored.scopes.items():
+                scopes[(tenant.tenant_id, agent, purpose)] = scope
+        _write(conn, writes)
     return moved, scopes
 
 
@@ -108,51 +103,50 @@ def _head(conn: sqlite3.Connection, tenant_id: str) -> int:
     return int(last)
 
 
-def _clear(conn: sqlite3.Connection, tenant_ids: list[str]) -> dict[ScopeKey, int]:
-    """Delete the tenants' items, documents and postings; their scopes' ids, which stay."""
-    scopes = {
-        (tenant, agent, purpose): scope
-        for tenant_id in tenant_ids
-        for scope, tenant, agent, purpose in conn.execute(sql.TENANT_SCOPES, (tenant_id,))
+def _stored(conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, str]]) -> Stored:
+    """What the tenant's rows hold, its scopes created where its searchable items need
+    one; an empty projection costs a few index lookups."""
+    stored = Stored()
+    for scope, agent, purpose, documents, length in conn.execute(sql.REBUILD_SCOPES, (tenant_id,)):
+        stored.scopes[(agent, purpose)] = (scope, documents, length)
+    held = list(stored.scopes.values())
+    for key in needed:
+        if key not in stored.scopes:
+            (scope,) = conn.execute(sql.NEW_SCOPE, (tenant_id, *key)).fetchone()
+            stored.scopes[key] = (scope, 0, 0)
+    # (rowid, tenant_id, id, ...): each item's row by its id
+    stored.items = {
+        row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))
     }
-    ids = [(scope,) for scope in scopes.values()]
-    conn.executemany(sql.DELETE_SCOPE_POSTINGS, ids)
-    conn.executemany(sql.DELETE_SCOPE_VECTORS, ids)
-    tenants = [(tenant_id,) for tenant_id in tenant_ids]
-    conn.executemany(sql.DELETE_TENANT_DOCUMENTS, tenants)
-    conn.executemany(sql.DELETE_TENANT_ITEMS, tenants)
-    return scopes
+    if stored.items:
+        stored.documents = {
+            row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))
+        }
+    ids = [scope for scope, _, _ in held]  # a scope made just now holds nothing yet
+    if ids:
+        stored.postings = conn.execute(sql.scopes_postings(len(ids)), ids).fetchall()
+        stored.vectors = {
+            item: (scope, vector)
+            for item, scope, vector in conn.execute(sql.scopes_vectors(len(ids)), ids)
+        }
+    return stored
 
 
-@dataclass
-class _Rows:
-    """Every row a rebuild inserts, and each scope's new document count and length."""
-
-    items: list[tuple[Any, ...]] = field(default_factory=list)
-    documents: list[tuple[Any, ...]] = field(default_factory=list)
-    postings: list[tuple[Any, ...]] = field(default_factory=list)
-    vectors: list[tuple[Any, ...]] = field(default_factory=list)
-    totals: dict[int, list[int]] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls, changes: Sequence[ItemChange], scopes: dict[ScopeKey, int], first_rowid: int
-    ) -> _Rows:
-        rows = cls()
-        for rowid, change in enumerate(changes, start=first_rowid):
-            item, index = change.item, change.index
-            rows.items.append((rowid, *item_row(item)))
-            if index is None:
-                continue
-            scope = scopes[(item.tenant_id, item.agent_id, item.purpose)]
-            rows.documents.append(document_row(rowid, scope, item, index))
-            if index.vector is not None:
-                rows.vectors.append((rowid, scope, index.vector))
-            total = rows.totals.setdefault(scope, [0, 0])
-            total[0] += 1
-            total[1] += index.length
-            rows.postings.extend(posting_rows(rowid, scope, index))
-        return rows
+def _write(conn: sqlite3.Connection, writes: Diff) -> None:
+    """Apply a diff: what goes first, then what changes, then what comes."""
+    conn.executemany(sql.DELETE_VECTOR, [(rowid,) for rowid in writes.deleted_vectors])
+    conn.executemany(sql.DELETE_DOCUMENT, [(rowid,) for rowid in writes.deleted_documents])
+    conn.executemany(sql.DELETE_POSTING, sorted(writes.deleted_postings))
+    conn.executemany(sql.DELETE_ITEM, [(rowid,) for rowid in writes.deleted_items])
+    conn.executemany(sql.REWRITE_ITEM, [(*row[1:], row[0]) for row in writes.changed_items])
+    conn.executemany(sql.LOAD_ITEM, writes.new_items)
+    conn.executemany(sql.INSERT_DOCUMENT, writes.new_documents)
+    writes.new_postings.sort()  # in key order: each B-tree page is visited once
+    conn.executemany(sql.INSERT_POSTING, writes.new_postings)
+    conn.executemany(sql.LOAD_VECTOR, writes.new_vectors)
+    conn.executemany(sql.SCOPE_TOTALS, writes.totals)
+    totalled = {scope for _, _, scope in writes.totals}
+    conn.executemany(sql.SCOPE_CHANGED, [(scope,) for scope in sorted(writes.touched - totalled)])
 
 
 __all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]

@@ -20,6 +20,7 @@ from typing import Any
 from governed_memory.core.model import ItemState
 from governed_memory.records import IndexDoc
 from governed_memory.store.impact import document_columns, impact, impact_rows
+from governed_memory.store.search_rows import StoredTerms
 from governed_memory.store.sqlite import sql
 
 log = logging.getLogger("governed_memory.store")
@@ -30,7 +31,11 @@ IMPACT_MIGRATION = 9
 
 
 def pack(terms: Mapping[int, int]) -> tuple[bytes, bytes]:
-    """A document's term ids (64-bit) and their frequencies (16-bit), in one order."""
+    """A document's term ids (64-bit) and their frequencies (16-bit), in one order (as
+    they were read, for terms read from a document)."""
+    if isinstance(terms, StoredTerms):
+        packed_terms, packed_tfs = terms.stored
+        return bytes(packed_terms), bytes(packed_tfs)
     return array("q", terms).tobytes(), array("H", terms.values()).tobytes()
 
 

@@ -296,17 +296,37 @@ def eligible_items(items: int) -> str:
 
 # -- rebuild --------------------------------------------------------------------------------
 
-TENANT_SCOPES = "SELECT id, tenant_id, agent_id, purpose FROM scopes WHERE tenant_id = ?"
-DELETE_SCOPE_POSTINGS = "DELETE FROM postings WHERE scope = ?"
-DELETE_SCOPE_VECTORS = "DELETE FROM search_vectors WHERE scope = ?"
-DELETE_TENANT_DOCUMENTS = (
-    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = ?)"
+# What a tenant's rows hold, read by a rebuild to write only what differs (bulk.py).
+REBUILD_SCOPES = (
+    "SELECT id, agent_id, purpose, documents, total_length FROM scopes WHERE tenant_id = ?"
 )
-DELETE_TENANT_ITEMS = "DELETE FROM memories WHERE tenant_id = ?"
-NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?)"
+REBUILD_ITEMS = f"SELECT rowid, {COLUMNS} FROM memories WHERE tenant_id = ?"
+REBUILD_DOCUMENTS = (
+    "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
+    "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
+    "WHERE m.tenant_id = ?"
+)
+
+
+def scopes_postings(scopes: int) -> str:
+    """Every posting of ``scopes`` scopes (read through the primary key)."""
+    return f"SELECT scope, term, impact, item FROM postings WHERE scope IN ({marks(scopes)})"
+
+
+def scopes_vectors(scopes: int) -> str:
+    """Every vector of ``scopes`` scopes."""
+    return f"SELECT item, scope, vector FROM search_vectors WHERE scope IN ({marks(scopes)})"
+
+
+NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?) RETURNING id"
 TOP_ROWID = "SELECT coalesce(max(rowid), 0) FROM memories"
 LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS) + 1)})"
+REWRITE_ITEM = (
+    "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in ITEM_COLUMNS) + " WHERE rowid = ?"
+)
+DELETE_ITEM = "DELETE FROM memories WHERE rowid = ?"
 LOAD_VECTOR = INSERT_VECTOR
 SCOPE_TOTALS = (
     "UPDATE scopes SET documents = ?, total_length = ?, generation = generation + 1 WHERE id = ?"
 )
+SCOPE_CHANGED = "UPDATE scopes SET generation = generation + 1 WHERE id = ?"
