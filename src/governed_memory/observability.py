@@ -55,6 +55,9 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, 
 }
 # uvicorn's terminal colouring of its own messages: noise in JSON.
 _IGNORED_ATTRIBUTES = _STANDARD_ATTRIBUTES | {"color_message"}
+# Made once: ``json.dumps`` with options builds an encoder per call (one log line per
+# HTTP request). Encoding keeps no state between calls, so threads can share it.
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
@@ -79,7 +82,7 @@ class JsonFormatter(logging.Formatter):
                 f"{frame.filename}:{frame.lineno} in {frame.name}"
                 for frame in traceback.extract_tb(tb)
             ]
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _ENCODER.encode(entry)
 
 
 def configure_logging(level: str = "INFO") -> None:
