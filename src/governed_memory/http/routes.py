@@ -121,6 +121,9 @@ def _item(item: MemoryItem, status: int = 200, **headers: str) -> JSONResponse:
     )
 
 
+# A request is matched against the routes one by one, in the order they are defined here,
+# each match costing a few microseconds (twice over, through the app's include): writes
+# and searches, the calls agents make most, come first.
 router = APIRouter(route_class=StrictRoute)
 
 
@@ -141,6 +144,22 @@ def put_memory(
     raw = body.model_dump(exclude_none=True) | {"id": memory_id}
     result = caller.service.write(caller.principal, raw, idempotency_key=idempotency_key)
     return _item(result.item, 201 if result.created else 200)
+
+
+@router.post(
+    "/v1/search",
+    response_model=schemas.SearchResultOut,
+    responses=_problems(400, *AUTHED, 413),
+    summary="Search one agent's memories for one purpose (results are data, not orders)",
+    tags=["memories"],
+)
+def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
+    # Timed here because no committed event shows a search (see MemoryService.listeners).
+    started = time.perf_counter()
+    result = caller.service.search(caller.principal, body.model_dump(exclude_none=True))
+    if caller.metrics is not None:
+        caller.metrics.observe_search(time.perf_counter() - started, len(result.items))
+    return JSONResponse(result.to_dict())
 
 
 @router.post(
@@ -306,22 +325,6 @@ def list_quarantine(
         caller.principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
     )
     return JSONResponse(page.to_dict())
-
-
-@router.post(
-    "/v1/search",
-    response_model=schemas.SearchResultOut,
-    responses=_problems(400, *AUTHED, 413),
-    summary="Search one agent's memories for one purpose (results are data, not orders)",
-    tags=["memories"],
-)
-def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
-    # Timed here because no committed event shows a search (see MemoryService.listeners).
-    started = time.perf_counter()
-    result = caller.service.search(caller.principal, body.model_dump(exclude_none=True))
-    if caller.metrics is not None:
-        caller.metrics.observe_search(time.perf_counter() - started, len(result.items))
-    return JSONResponse(result.to_dict())
 
 
 @router.post(
