@@ -149,6 +149,9 @@ class Metrics:
             ["method", "route", "status"],
             registry=r,
         )
+        # Each request's two series, by their labels: ``labels()`` checks and locks on
+        # every call. Known methods, route templates and statuses only, so it stays small.
+        self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe_events(self, events: Sequence[Event]) -> None:
         """A ``MemoryService`` listener: count what committed (types and enums only)."""
@@ -191,9 +194,14 @@ class Metrics:
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one HTTP request; ``route`` is a template, never a concrete path."""
-        labels = (method, route, str(status))
-        self.http_requests.labels(*labels).inc()
-        self.http_duration.labels(*labels).observe(seconds)
+        series = self._request_series.get((method, route, status))
+        if series is None:
+            labels = (method, route, str(status))
+            series = (self.http_requests.labels(*labels), self.http_duration.labels(*labels))
+            self._request_series[(method, route, status)] = series
+        requests, duration = series
+        requests.inc()
+        duration.observe(seconds)
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (of every worker process)."""
