@@ -203,7 +203,7 @@ def _write_requests(items: Sequence[Item]) -> list[dict[str, Any]]:
     return requests
 
 
-def _clients(
+def client_requests(
     workload: Workload,
     by_tenant: dict[str, list[Item]],
     keys: dict[str, str],
@@ -257,7 +257,7 @@ def measure(
     share = max(1, requests // clients)
     results = []
     for number, workers in enumerate(rounds):
-        searches, writes, pings = _clients(
+        searches, writes, pings = client_requests(
             workload, by_tenant, keys, clients, share, 70_000_000 + number * 10_000_000
         )
         with serving(data_dir, workers) as url:

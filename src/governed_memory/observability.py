@@ -55,6 +55,9 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, 
 }
 # uvicorn's terminal colouring of its own messages: noise in JSON.
 _IGNORED_ATTRIBUTES = _STANDARD_ATTRIBUTES | {"color_message"}
+# Made once: ``json.dumps`` with options builds an encoder per call (one log line per
+# HTTP request). Encoding keeps no state between calls, so threads can share it.
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
@@ -79,7 +82,7 @@ class JsonFormatter(logging.Formatter):
                 f"{frame.filename}:{frame.lineno} in {frame.name}"
                 for frame in traceback.extract_tb(tb)
             ]
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _ENCODER.encode(entry)
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -146,6 +149,9 @@ class Metrics:
             ["method", "route", "status"],
             registry=r,
         )
+        # Each request's two series, by their labels: ``labels()`` checks and locks on
+        # every call. Known methods, route templates and statuses only, so it stays small.
+        self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe_events(self, events: Sequence[Event]) -> None:
         """A ``MemoryService`` listener: count what committed (types and enums only)."""
@@ -188,9 +194,14 @@ class Metrics:
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one HTTP request; ``route`` is a template, never a concrete path."""
-        labels = (method, route, str(status))
-        self.http_requests.labels(*labels).inc()
-        self.http_duration.labels(*labels).observe(seconds)
+        series = self._request_series.get((method, route, status))
+        if series is None:
+            labels = (method, route, str(status))
+            series = (self.http_requests.labels(*labels), self.http_duration.labels(*labels))
+            self._request_series[(method, route, status)] = series
+        requests, duration = series
+        requests.inc()
+        duration.observe(seconds)
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric (of every worker process)."""

@@ -11,8 +11,14 @@ import pytest
 
 from governed_memory.apikeys import create_api_key, split_token, verify
 from governed_memory.core.values import Scope, Status, Trust
-from governed_memory.errors import AuthenticationError, IdempotencyKeyReused, SelfPromotion
+from governed_memory.errors import (
+    AuthenticationError,
+    IdempotencyKeyReused,
+    ReadWouldWait,
+    SelfPromotion,
+)
 from governed_memory.ports import Store
+from governed_memory.records import ApiKey
 from governed_memory.service import MemoryService
 from tests.support.fakes import START, FakeClock, agent_key, body, principal, reviewer
 
@@ -154,6 +160,32 @@ def test_an_api_key_keeps_its_principal_expiry_and_last_use(store: Store) -> Non
     assert found.last_used_at == START + timedelta(minutes=5)
     assert (found.principal_id, found.expires_at) == ("alice@acme", expires)
     assert store.api_keys("acme") == [found]
+
+
+def _read_key(store: Store, key_id: str, wait: bool) -> ApiKey | None:
+    """The key's record as the HTTP edge reads it: without waiting if the store can."""
+    try:
+        return store.api_key(key_id, wait=wait)
+    except ReadWouldWait:
+        return store.api_key(key_id)
+
+
+def test_a_key_read_again_after_its_revocation_reads_as_revoked(store: Store) -> None:
+    """Every read of a key sees its stored state: a key read (and verified) before its
+    revocation fails verification from the next read on, waiting or not."""
+    record, token = create_api_key(
+        "acme", None, frozenset({Scope.MEMORY_READ}), Trust.UNTRUSTED, START
+    )
+    store.add_api_key(record)
+    _, secret = split_token(token)
+    for wait in (True, False, True):
+        assert verify(_read_key(store, record.key_id, wait), secret, START).tenant_id == "acme"
+    assert store.revoke_api_key(record.key_id, START + timedelta(minutes=1))
+    for wait in (True, False):
+        found = _read_key(store, record.key_id, wait)
+        assert found is not None and found.revoked_at == START + timedelta(minutes=1)
+        with pytest.raises(AuthenticationError, match="revoked"):
+            verify(found, secret, START + timedelta(minutes=2))
 
 
 def test_a_key_without_a_named_principal_is_its_own(store: Store) -> None:

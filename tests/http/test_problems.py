@@ -168,8 +168,9 @@ def test_a_wrong_secret_is_401(api: Api, admin: dict[str, str]) -> None:
 
 
 def test_a_revoked_key_is_401(api: Api, admin: dict[str, str]) -> None:
-    """A revoked key stops working at once."""
+    """A revoked key stops working at once: the request after its revocation is 401."""
     key_id = admin["Authorization"].split("_")[1]
+    assert api.client.post("/v1/search", json=search_body(), headers=admin).status_code == 200
     assert api.store.revoke_api_key(key_id, api.clock.now())
     response = api.client.post("/v1/search", json=search_body(), headers=admin)
     assert_problem(response, 401, "unauthenticated")

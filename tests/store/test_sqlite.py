@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from governed_memory.apikeys import create_api_key
 from governed_memory.bootstrap import open_service
 from governed_memory.core.model import RETAINED_STATUSES as RETAINED
 from governed_memory.core.policy import RetentionPolicy
+from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
 from governed_memory.errors import ReadWouldWait, VersionConflict
 from governed_memory.records import (
@@ -27,7 +29,7 @@ from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, database, wal
 from governed_memory.store.sqlite.wal import PURGE_DUE
-from tests.support.fakes import FakeClock, body, principal, query
+from tests.support.fakes import START, FakeClock, body, principal, query
 
 WRITER = principal()
 
@@ -410,29 +412,46 @@ def test_a_read_that_must_not_wait_is_refused_while_the_database_is_busy(
 ) -> None:
     """A WAL reader can still meet SQLITE_BUSY (recovery by another process, an outside
     connection in exclusive mode). A lookup asked not to wait — the HTTP edge's, on its
-    event loop — is then refused at once, with the busy timeout put back after."""
+    event loop — is then refused at once: it reads on a connection of its own whose busy
+    timeout is 0, while the thread's reader keeps its timeout for the reads that wait."""
     store = SQLiteStore(tmp_path / "gmem.sqlite3", busy_timeout_ms=5_000)
     try:
         assert store.api_key("k1", wait=False) is None  # free: answered at once
-        reader = store.database.reader()
-        timeouts: list[int] = []
+        timeout = "PRAGMA busy_timeout"
+        assert store.database.prompt_reader().execute(timeout).fetchone() == (0,)
+        assert store.database.reader().execute(timeout).fetchone() == (5_000,)
 
         class BusyReader:
-            """This thread's reader, as it behaves while another process holds the file."""
+            """The reader that must not wait, as it behaves while another process holds
+            the file."""
 
             def execute(self, sql: str, params: object = ()) -> sqlite3.Cursor:
-                if sql.startswith("PRAGMA busy_timeout"):
-                    timeouts.append(int(sql.rsplit("=", 1)[1]))
-                    return reader.execute(sql)
                 busy = sqlite3.OperationalError("database is locked")
                 busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
                 raise busy
 
-        monkeypatch.setattr(store.database, "reader", BusyReader)
+        monkeypatch.setattr(store.database, "prompt_reader", BusyReader)
         with pytest.raises(ReadWouldWait):
             store.api_key("k1", wait=False)
-        assert timeouts == [0, 5_000]  # never slept on it, and restored for other reads
         monkeypatch.undo()
         assert store.api_key("k1", wait=False) is None
+    finally:
+        store.close()
+
+
+def test_a_read_that_must_not_wait_inside_a_snapshot_reads_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    """Inside this thread's snapshot, a lookup asked not to wait sees what the snapshot
+    sees (not a key added since), like every other read of the thread."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", busy_timeout_ms=5_000)
+    try:
+        record, _ = create_api_key(
+            "acme", None, frozenset({Scope.MEMORY_READ}), Trust.UNTRUSTED, START
+        )
+        with store.snapshot():
+            store.add_api_key(record)  # committed by the writer, after the snapshot began
+            assert store.api_key(record.key_id, wait=False) is None
+        assert store.api_key(record.key_id, wait=False) == record
     finally:
         store.close()

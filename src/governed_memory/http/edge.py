@@ -75,11 +75,8 @@ class _Exchange:
             self.status = int(message["status"])
             decision = (self.scope.get("state") or {}).get(STATE_KEY)
             if isinstance(decision, RateDecision):
-                extra = [
-                    (name.lower().encode("latin-1"), value.encode("latin-1"))
-                    for name, value in decision.headers().items()
-                ]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                headers = [*message.get("headers", []), *decision.headers()]
+                message = {**message, "headers": headers}
         await self.send(message)
 
     async def answer(self, response: Any) -> None:

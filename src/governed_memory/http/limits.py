@@ -36,12 +36,13 @@ class RateDecision:
     remaining: int
     reset_seconds: int
 
-    def headers(self) -> dict[str, str]:
-        return {
-            "RateLimit-Limit": str(self.limit),
-            "RateLimit-Remaining": str(self.remaining),
-            "RateLimit-Reset": str(self.reset_seconds),
-        }
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The ``RateLimit-*`` headers, as the ASGI response start message carries them."""
+        return [
+            (b"ratelimit-limit", b"%d" % self.limit),
+            (b"ratelimit-remaining", b"%d" % self.remaining),
+            (b"ratelimit-reset", b"%d" % self.reset_seconds),
+        ]
 
 
 class FixedWindowLimiter:

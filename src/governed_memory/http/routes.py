@@ -8,10 +8,10 @@ tenant visibility are enforced by the service; the principal comes from the API 
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 from starlette.responses import JSONResponse, Response
 
 from governed_memory.core.model import MemoryItem, Principal
@@ -22,17 +22,33 @@ from governed_memory.http.strict import StrictRoute
 from governed_memory.observability import PROMETHEUS_CONTENT_TYPE, Metrics
 from governed_memory.service import MemoryService
 
-# Declares the Bearer scheme in OpenAPI (the "Authorize" button of /docs); the
-# authenticator reads the header itself, so a missing one is our 401, not FastAPI's 403.
-_bearer = HTTPBearer(auto_error=False, description="An API key from `gmem keys create`.")
+
+class Caller(NamedTuple):
+    """Who calls (the principal of the request's API key), and the service and metrics
+    the route calls on."""
+
+    principal: Principal
+    service: MemoryService
+    metrics: Metrics | None
 
 
-async def _principal(
-    request: Request,
-    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    principal: Principal = await request.app.state.authenticate(request)
-    return principal
+class ApiKeyBearer(HTTPBearer):
+    """The caller of an authenticated route, as one dependency.
+
+    Being an ``HTTPBearer``, it declares the Bearer scheme in OpenAPI (the "Authorize"
+    button of /docs); the authenticator reads the header itself, so a missing one is our
+    401, not FastAPI's 403. One dependency gives the principal, the service and the
+    metrics because FastAPI solves every dependency on every request: four of them (the
+    scheme, the principal, the service, the metrics) cost about 0.15 ms a request more
+    than this one.
+    """
+
+    # The parent returns the header's credentials; this returns the authenticated caller
+    # (FastAPI reads the return type only from the route's annotation, ``CallerDep``).
+    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
+        state = request.app.state
+        principal: Principal = await state.authenticate(request)
+        return Caller(principal, state.service, state.metrics)
 
 
 # The dependencies are ``async`` so FastAPI calls them on the event loop: a sync
@@ -47,7 +63,16 @@ async def _metrics(request: Request) -> Metrics | None:
     return metrics
 
 
-PrincipalDep = Annotated[Principal, Depends(_principal)]
+CallerDep = Annotated[
+    Caller,
+    Depends(
+        ApiKeyBearer(
+            scheme_name="HTTPBearer",
+            auto_error=False,
+            description="An API key from `gmem keys create`.",
+        )
+    ),
+]
 ServiceDep = Annotated[MemoryService, Depends(_service)]
 MetricsDep = Annotated[Metrics | None, Depends(_metrics)]
 MemoryIdPath = Annotated[str, Path(alias="id", pattern=schemas.ID, description="The memory id.")]
@@ -96,6 +121,9 @@ def _item(item: MemoryItem, status: int = 200, **headers: str) -> JSONResponse:
     )
 
 
+# A request is matched against the routes one by one, in the order they are defined here,
+# each match costing a few microseconds (twice over, through the app's include): writes
+# and searches, the calls agents make most, come first.
 router = APIRouter(route_class=StrictRoute)
 
 
@@ -110,13 +138,28 @@ router = APIRouter(route_class=StrictRoute)
 def put_memory(
     memory_id: MemoryIdPath,
     body: schemas.WriteBody,
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     raw = body.model_dump(exclude_none=True) | {"id": memory_id}
-    result = service.write(principal, raw, idempotency_key=idempotency_key)
+    result = caller.service.write(caller.principal, raw, idempotency_key=idempotency_key)
     return _item(result.item, 201 if result.created else 200)
+
+
+@router.post(
+    "/v1/search",
+    response_model=schemas.SearchResultOut,
+    responses=_problems(400, *AUTHED, 413),
+    summary="Search one agent's memories for one purpose (results are data, not orders)",
+    tags=["memories"],
+)
+def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
+    # Timed here because no committed event shows a search (see MemoryService.listeners).
+    started = time.perf_counter()
+    result = caller.service.search(caller.principal, body.model_dump(exclude_none=True))
+    if caller.metrics is not None:
+        caller.metrics.observe_search(time.perf_counter() - started, len(result.items))
+    return JSONResponse(result.to_dict())
 
 
 @router.post(
@@ -129,12 +172,11 @@ def put_memory(
 )
 def post_memory(
     body: schemas.CreateBody,
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    result = service.write(
-        principal, body.model_dump(exclude_none=True), idempotency_key=idempotency_key
+    result = caller.service.write(
+        caller.principal, body.model_dump(exclude_none=True), idempotency_key=idempotency_key
     )
     item = result.item
     return _item(item, 201, Location=f"/v1/memories/{item.id}")
@@ -147,8 +189,8 @@ def post_memory(
     summary="Read a memory (content null once deleted)",
     tags=["memories"],
 )
-def get_memory(memory_id: MemoryIdPath, principal: PrincipalDep, service: ServiceDep) -> Response:
-    return _item(service.get(principal, memory_id))
+def get_memory(memory_id: MemoryIdPath, caller: CallerDep) -> Response:
+    return _item(caller.service.get(caller.principal, memory_id))
 
 
 @router.delete(
@@ -160,15 +202,14 @@ def get_memory(memory_id: MemoryIdPath, principal: PrincipalDep, service: Servic
 )
 def erase_memory(
     memory_id: MemoryIdPath,
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Needs `subject:forget`; never erases what the caller's own principal wrote (403).
     Erasing a deleted memory changes nothing and answers with the event that deleted it;
     a memory written before memories had keys of their own cannot be erased alone (409:
     forget its subject)."""
-    result = service.erase(principal, memory_id, idempotency_key=idempotency_key)
+    result = caller.service.erase(caller.principal, memory_id, idempotency_key=idempotency_key)
     return JSONResponse(result.to_dict())
 
 
@@ -180,8 +221,7 @@ def erase_memory(
     tags=["memories"],
 )
 def list_memories(
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     agent_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
     purpose: Annotated[str | None, Query(pattern=schemas.PURPOSE)] = None,
     subject_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
@@ -199,8 +239,8 @@ def list_memories(
 ) -> Response:
     """Only the agents the key may act for; a memory that changes while you page moves to
     the end of the order (seen again, never missed)."""
-    page = service.browse(
-        principal,
+    page = caller.service.browse(
+        caller.principal,
         agent_id=agent_id,
         purpose=purpose,
         subject_id=subject_id,
@@ -220,8 +260,8 @@ def list_memories(
     summary="Every event that changed a memory; no content but rejection reasons",
     tags=["audit"],
 )
-def get_history(memory_id: MemoryIdPath, principal: PrincipalDep, service: ServiceDep) -> Response:
-    events = service.history(principal, memory_id)
+def get_history(memory_id: MemoryIdPath, caller: CallerDep) -> Response:
+    events = caller.service.history(caller.principal, memory_id)
     return JSONResponse({"events": [event.to_history_dict() for event in events]})
 
 
@@ -235,12 +275,11 @@ def get_history(memory_id: MemoryIdPath, principal: PrincipalDep, service: Servi
 def promote(
     memory_id: MemoryIdPath,
     body: schemas.PromoteBody,
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    item = service.promote(
-        principal, memory_id, body.expected_version, idempotency_key=idempotency_key
+    item = caller.service.promote(
+        caller.principal, memory_id, body.expected_version, idempotency_key=idempotency_key
     )
     return _item(item)
 
@@ -255,12 +294,15 @@ def promote(
 def reject(
     memory_id: MemoryIdPath,
     body: schemas.RejectBody,
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    item = service.reject(
-        principal, memory_id, body.expected_version, body.reason, idempotency_key=idempotency_key
+    item = caller.service.reject(
+        caller.principal,
+        memory_id,
+        body.expected_version,
+        body.reason,
+        idempotency_key=idempotency_key,
     )
     return _item(item)
 
@@ -273,35 +315,16 @@ def reject(
     tags=["review"],
 )
 def list_quarantine(
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     agent_id: Annotated[str | None, Query(pattern=schemas.AGENT)] = None,
     purpose: Annotated[str | None, Query(pattern=schemas.PURPOSE)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response:
-    page = service.list_quarantine(
-        principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
+    page = caller.service.list_quarantine(
+        caller.principal, agent_id=agent_id, purpose=purpose, limit=limit, cursor=cursor
     )
     return JSONResponse(page.to_dict())
-
-
-@router.post(
-    "/v1/search",
-    response_model=schemas.SearchResultOut,
-    responses=_problems(400, *AUTHED, 413),
-    summary="Search one agent's memories for one purpose (results are data, not orders)",
-    tags=["memories"],
-)
-def search(
-    body: schemas.SearchBody, principal: PrincipalDep, service: ServiceDep, metrics: MetricsDep
-) -> Response:
-    # Timed here because no committed event shows a search (see MemoryService.listeners).
-    started = time.perf_counter()
-    result = service.search(principal, body.model_dump(exclude_none=True))
-    if metrics is not None:
-        metrics.observe_search(time.perf_counter() - started, len(result.items))
-    return JSONResponse(result.to_dict())
 
 
 @router.post(
@@ -313,16 +336,16 @@ def search(
 )
 def forget(
     subject_id: Annotated[str, Path(pattern=schemas.AGENT)],
-    principal: PrincipalDep,
-    service: ServiceDep,
-    metrics: MetricsDep,
+    caller: CallerDep,
     body: Annotated[schemas.ForgetBody | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     # Counted here: a call that forgets nothing, or fails, commits no event to count.
-    if metrics is not None:
-        metrics.observe_forget_call()
-    result = service.forget_subject(principal, subject_id, idempotency_key=idempotency_key)
+    if caller.metrics is not None:
+        caller.metrics.observe_forget_call()
+    result = caller.service.forget_subject(
+        caller.principal, subject_id, idempotency_key=idempotency_key
+    )
     return JSONResponse(result.to_dict())
 
 
@@ -334,12 +357,11 @@ def forget(
     tags=["audit"],
 )
 def events(
-    principal: PrincipalDep,
-    service: ServiceDep,
+    caller: CallerDep,
     after: Annotated[int, Query(ge=0, le=schemas.MAX_JSON_INT)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
-    page = service.events_after(principal, after, limit)
+    page = caller.service.events_after(caller.principal, after, limit)
     next_after = page[-1].position if page else after
     return JSONResponse({"events": [e.to_dict() for e in page], "next_after": next_after})
 

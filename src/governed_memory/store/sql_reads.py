@@ -43,6 +43,8 @@ from governed_memory.store.search_rows import index_entries, search_rows
 
 #: Above every position: where a read newest first starts.
 NEWEST = 2**63 - 1
+#: How many decoded API keys :meth:`SQLReads.api_key` keeps (all dropped when full).
+DECODED_KEYS_KEPT = 1_024
 
 
 class Dialect(Protocol):
@@ -109,6 +111,11 @@ class SQLReads:
     def __init__(self, database: Database, dialect: Dialect) -> None:
         self._db = database
         self._sql = dialect
+        # Decoded API keys by their whole stored row: the HTTP edge reads the key of every
+        # request afresh (a revocation counts from the next request), and decoding the
+        # same row again cost more than reading it. Any change to the row (revoked,
+        # expired, a new last use) is another row, decoded anew.
+        self._decoded_keys: dict[tuple[Any, ...], ApiKey] = {}
 
     # -- items ----------------------------------------------------------------------------
 
@@ -414,7 +421,16 @@ class SQLReads:
 
     def api_key(self, key_id: str, *, wait: bool = True) -> ApiKey | None:
         rows = self._db.query(self._sql.GET_API_KEY, (key_id,), wait=wait)
-        return api_key_from_row(rows[0]) if rows else None
+        if not rows:
+            return None
+        row = tuple(rows[0])
+        key = self._decoded_keys.get(row)
+        if key is None:
+            key = api_key_from_row(row)
+            if len(self._decoded_keys) >= DECODED_KEYS_KEPT:
+                self._decoded_keys.clear()
+            self._decoded_keys[row] = key
+        return key
 
     def api_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
         sql = self._sql.API_KEY_SELECT

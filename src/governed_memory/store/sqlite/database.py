@@ -197,10 +197,29 @@ class SQLiteDatabase:
             raise StoreUnavailable("the store is closed")
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._connect()
+            conn = self._opened_reader()
             self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
+        return conn
+
+    def prompt_reader(self) -> sqlite3.Connection:
+        """This thread's reader that never waits (busy timeout 0), opened on first use.
+
+        A connection of its own rather than the thread's reader with its busy timeout
+        set to 0 and back around each read: those two statements cost more than the read
+        (an API key's lookup, on every request)."""
+        if self.closed:
+            raise StoreUnavailable("the store is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "prompt", None)
+        if conn is None:
+            conn = self._opened_reader()
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._local.prompt = conn
+        return conn
+
+    def _opened_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        with self._readers_lock:
+            self._readers.append(conn)
         return conn
 
     # -- reads ----------------------------------------------------------------------------
@@ -228,16 +247,23 @@ class SQLiteDatabase:
         # A WAL reader normally takes no lock, but can meet SQLITE_BUSY (recovery by
         # another process, an outside connection in exclusive mode): then refuse at once
         # rather than sleep through the busy timeout on the caller's event loop.
-        conn = self.reader()
-        conn.execute("PRAGMA busy_timeout = 0")
+        own: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if own is not None and own.in_transaction:  # in this thread's snapshot: read it
+            own.execute("PRAGMA busy_timeout = 0")
+            try:
+                return self._prompt_query(own, sql, params)
+            finally:
+                own.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        return self._prompt_query(self.prompt_reader(), sql, params)
+
+    @staticmethod
+    def _prompt_query(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.OperationalError as error:
             if error.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise ReadWouldWait("the database is busy") from None
             raise unavailable(error, "SQLite read failed") from None
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
