@@ -21,6 +21,7 @@ from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
+from governed_memory.store import rebuild_diff
 from governed_memory.store.search_rows import _terms
 from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import make_store
@@ -268,13 +269,23 @@ DAMAGES = [
 ]
 
 
+@pytest.fixture(params=["compared", "rewritten whole"])
+def tenant_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Whether the rebuild compares each tenant's rows with the fold, or (as for a tenant
+    of more than ``rebuild_diff.COMPARED_ITEMS`` items) deletes them and loads them whole."""
+    if request.param == "rewritten whole":
+        monkeypatch.setattr(rebuild_diff, "COMPARED_ITEMS", 0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("damage", DAMAGES, ids=str)
 def test_a_rebuild_repairs_each_damaged_projection_row(
-    service: MemoryService, store: Store, damage: Damage
+    service: MemoryService, store: Store, damage: Damage, tenant_size: str
 ) -> None:
     """The damage shows in the projection's rows; after a rebuild (a reindex for what only
     the content can tell) every table holds exactly the rows the writes left, verify is
-    clean and searches answer as before."""
+    clean and searches answer as before, whether the tenants' rows were compared or
+    rewritten whole."""
     before, searched = projection(store), ids(service, "email")
     run(store, *damage.statements)
     assert projection(store) != before
@@ -296,6 +307,37 @@ def test_a_rebuild_of_an_intact_projection_writes_nothing(
     before = _versions(store)
     assert service.maintenance.rebuild() == 9
     assert _versions(store) == before
+
+
+def test_a_tenant_too_large_to_compare_is_rewritten_whole_and_its_scopes_move(
+    service: MemoryService, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant of more items than ``COMPARED_ITEMS`` is not compared (comparing would
+    hold all its rows at once): its rows are deleted and loaded again, which every row's
+    physical version shows, and the rows are the same ones. On SQLite its scopes'
+    generation moves, since its items got new row ids (cached list heads are stale)."""
+    before, versions = projection(store), _versions(store)
+    generations, searched = _generations(store), ids(service, "email")
+    monkeypatch.setattr(rebuild_diff, "COMPARED_ITEMS", 3)  # acme has 9 items, globex 1
+    assert service.maintenance.rebuild() == 9
+    assert projection(store) == before
+    assert _versions(store) != versions
+    assert service.verify_replay().differences == []
+    assert ids(service, "email") == searched
+    if isinstance(store, SQLiteStore):
+        after = _generations(store)
+        assert all(after[key] > generations[key] for key in after if key[0] == "acme")
+        assert all(after[key] == generations[key] for key in after if key[0] == "globex")
+
+
+def _generations(store: Store) -> dict[tuple[str, str, str], int]:
+    """SQLite: each scope's generation by (tenant, agent, purpose); PostgreSQL: none."""
+    if not isinstance(store, SQLiteStore):
+        return {}
+    database = getattr(store, "database")  # noqa: B009 - both SQL stores have one
+    with database.write_transaction() as conn:
+        rows = conn.execute("SELECT tenant_id, agent_id, purpose, generation FROM scopes")
+        return {(t, a, p): int(g) for t, a, p, g in rows.fetchall()}
 
 
 def _versions(store: Store) -> object:

@@ -12,7 +12,9 @@ found, whatever the documents say), vectors by their sealed bytes, and each scop
 document count and total length with the folded ones. An item keeps its row id, so its
 unchanged postings stay where they are; a new item gets a fresh one. A tenant with no
 rows yet (``gmem import``) is loaded whole, a chunk at a time, without comparing
-(:func:`load`).
+(:func:`load`); so is a tenant of more than :data:`COMPARED_ITEMS` items, its rows
+deleted first (:func:`compared`), since comparing holds all of its stored rows and its
+folded postings at once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ ScopeKey = tuple[str, str]  # (agent, purpose) within a tenant
 Posting = tuple[int, int, int, int]  # (scope, term, impact, item)
 #: Items whose rows an empty projection's load builds and writes at once.
 LOAD_CHUNK = 2_048
+#: The most items a tenant may have for its rows to be compared: comparing holds every
+#: stored row of the tenant and the set of its folded postings at once (about 8 KiB an
+#: item), where deleting its rows and loading them again holds one chunk. A larger tenant
+#: is rewritten whole, so a rebuild's peak memory stays what the fold itself needs.
+COMPARED_ITEMS = 10_000
 #: A backend's search_docs row of an item: (rowid, scope, item, index entry) -> the row.
 DocumentRow = Callable[[int, int, ItemState, IndexDoc], tuple[Any, ...]]
 
@@ -79,6 +86,12 @@ class Diff:
                 mine.update(getattr(other, name))
             else:
                 mine.extend(getattr(other, name))
+
+
+def compared(changes: Sequence[ItemChange]) -> bool:
+    """Whether a tenant of these folded items is compared with its stored rows (else its
+    rows are deleted and loaded whole)."""
+    return len(changes) <= COMPARED_ITEMS
 
 
 def needed_scopes(changes: Sequence[ItemChange]) -> list[ScopeKey]:

@@ -19,7 +19,7 @@ from governed_memory.store.paging import require_ascending
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase
 from governed_memory.store.postgres.index_rows import document_row
-from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
+from governed_memory.store.rebuild_diff import Diff, Stored, compared, diff, load, needed_scopes
 
 
 def import_events(database: PostgresDatabase, events: Sequence[StoredEvent]) -> None:
@@ -75,7 +75,8 @@ def import_idempotency(database: PostgresDatabase, records: Sequence[Idempotency
 def rebuild(database: PostgresDatabase, tenants: Sequence[TenantRebuild]) -> set[str]:
     """Make the rows of several tenants the folded ones, in one transaction, writing only
     what differs from what they hold (:mod:`governed_memory.store.rebuild_diff`): over an
-    intact projection that is nothing, over an empty one every row (by ``COPY``). A tenant
+    intact projection that is nothing, over an empty one every row (by ``COPY``), and so
+    over a tenant too large to compare, whose rows are deleted first. A tenant
     whose last event is no longer at its ``through`` is left as it is, and returned."""
     moved: set[str] = set()
     with database.write_transaction() as conn:
@@ -88,6 +89,10 @@ def rebuild(database: PostgresDatabase, tenants: Sequence[TenantRebuild]) -> set
         swapped = [tenant for tenant in tenants if tenant.tenant_id not in moved]
         if not swapped:
             return moved
+        for tenant in swapped:
+            if not compared(tenant.changes):  # read back empty below, then loaded whole
+                for statement in sql.CLEAR_TENANT:
+                    conn.execute(statement, (tenant.tenant_id,))
         stored = _stored(conn, swapped)
 
         def allocate(n: int) -> list[int]:

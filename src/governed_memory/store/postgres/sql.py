@@ -504,6 +504,16 @@ NEW_SCOPES = (
     "ON CONFLICT (tenant_id, agent_id, purpose) DO NOTHING"
 )
 TENANT_SCOPES = "SELECT agent_id, purpose, id FROM scopes WHERE tenant_id = %s"
+# A tenant too large to compare (rebuild_diff.COMPARED_ITEMS): its rows deleted, its
+# scopes emptied (their ids stay), then loaded whole.
+_TENANT_SCOPE_IDS = "(SELECT id FROM scopes WHERE tenant_id = %s)"
+CLEAR_TENANT = (
+    f"DELETE FROM postings WHERE scope IN {_TENANT_SCOPE_IDS}",
+    f"DELETE FROM search_vectors WHERE scope IN {_TENANT_SCOPE_IDS}",
+    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = %s)",
+    "DELETE FROM memories WHERE tenant_id = %s",
+    "UPDATE scopes SET documents = 0, total_length = 0 WHERE tenant_id = %s",
+)
 NEXT_ROWIDS = (
     "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) FROM generate_series(1, %s)"
 )

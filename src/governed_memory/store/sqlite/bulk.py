@@ -17,7 +17,7 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import IdempotencyRecord, ItemKey, TenantRebuild
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
-from governed_memory.store.rebuild_diff import Diff, Stored, diff, load, needed_scopes
+from governed_memory.store.rebuild_diff import Diff, Stored, compared, diff, load, needed_scopes
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -65,7 +65,8 @@ def rebuild(
 ) -> tuple[set[str], dict[ScopeKey, int]]:
     """Make the rows of several tenants the folded ones, in one transaction, writing only
     what differs from what they hold (:mod:`governed_memory.store.rebuild_diff`): over an
-    intact projection that is nothing, over an empty one every row.
+    intact projection that is nothing, over an empty one every row. A tenant too large to
+    compare is deleted and loaded whole.
 
     A tenant whose last event is no longer at its ``through`` is left as it is. Returns
     those tenants, and the ids of the other tenants' scopes, committed.
@@ -85,6 +86,9 @@ def rebuild(
         for tenant in tenants:
             if tenant.tenant_id in moved:
                 continue
+            if not compared(tenant.changes):
+                for statement in sql.CLEAR_TENANT:
+                    conn.execute(statement, (tenant.tenant_id,))
             stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes))
             if stored.empty():
                 for rows in load(tenant.changes, stored, allocate, document_row):

@@ -330,3 +330,14 @@ SCOPE_TOTALS = (
     "UPDATE scopes SET documents = ?, total_length = ?, generation = generation + 1 WHERE id = ?"
 )
 SCOPE_CHANGED = "UPDATE scopes SET generation = generation + 1 WHERE id = ?"
+# A tenant too large to compare (rebuild_diff.COMPARED_ITEMS): its rows deleted, its
+# scopes emptied (their ids stay), then loaded whole.
+_TENANT_SCOPE_IDS = "(SELECT id FROM scopes WHERE tenant_id = ?)"
+CLEAR_TENANT = (
+    f"DELETE FROM postings WHERE scope IN {_TENANT_SCOPE_IDS}",
+    f"DELETE FROM search_vectors WHERE scope IN {_TENANT_SCOPE_IDS}",
+    "DELETE FROM search_docs WHERE item IN (SELECT rowid FROM memories WHERE tenant_id = ?)",
+    "DELETE FROM memories WHERE tenant_id = ?",
+    "UPDATE scopes SET documents = 0, total_length = 0, generation = generation + 1 "
+    "WHERE tenant_id = ?",
+)
