@@ -221,6 +221,19 @@ def test_due_for_expiry_and_search_are_served_by_indexes(
         assert "Seq Scan" not in candidates
 
 
+def statements_sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, every statement any connection executes, in order."""
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(statement))
+        return original(self, statement, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    return sent
+
+
 def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
     open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,14 +244,7 @@ def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     for n in range(12):
         service.write(WRITER, body(id=f"m{n}", content=f"Prefers email, note {n}."))
-    sent: list[str] = []
-    original = psycopg.Connection.execute
-
-    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(statement))
-        return original(self, statement, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    sent = statements_sent(monkeypatch)
     with store.snapshot():
         (isolation,) = store.database.query("SHOW transaction_isolation")[0]
         (read_only,) = store.database.query("SHOW transaction_read_only")[0]
@@ -261,14 +267,7 @@ def test_a_write_of_one_item_sends_it_with_its_event_in_one_statement(
     store = open_store()
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     service.write(WRITER, body(id="warm", content="Gives the subject its key."))
-    sent: list[str] = []
-    original = psycopg.Connection.execute
-
-    def counting(self: psycopg.Connection[Any], statement: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(statement))
-        return original(self, statement, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    sent = statements_sent(monkeypatch)
     service.write(WRITER, body(id="m1", content="Prefers email."))
     begin, lock, item, commit = sent[sent.index("BEGIN") :]  # after the write's reads
     assert (begin, commit) == ("BEGIN", "COMMIT") and "pg_advisory_xact_lock" in lock
