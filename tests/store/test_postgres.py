@@ -325,6 +325,30 @@ def test_a_search_is_one_round_trip(
     assert found == [10, 1]
 
 
+def test_a_create_of_a_subject_written_before_is_one_round_trip(
+    open_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    """A new item of a subject this process has written waits on the server once, for
+    its commit (keyed or not: its record's key is checked by the commit); a subject's
+    first write reads first, and a rewrite reads its state and its item's key."""
+    store = open_store(min_size=1, max_size=1)
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    trace = tmp_path / "trace"
+    first = _exchanges(store, trace, lambda: service.write(WRITER, body(id="warm")))
+    created = _exchanges(store, trace, lambda: service.write(WRITER, body(id="m1")))
+    keyed = _exchanges(
+        store, trace, lambda: service.write(WRITER, body(id="m2"), idempotency_key="k-1")
+    )
+    rewrite = _exchanges(
+        store,
+        trace,
+        lambda: service.write(WRITER, body(id="m1", content="Later.", expected_version=1)),
+    )
+    assert (created, keyed, rewrite) == (1, 1, 3)
+    assert first > 2  # the subject's key is read, minted and read back first
+    assert service.get(WRITER, "m2").version == 1 and service.verify_replay().ok
+
+
 def test_a_search_in_one_statement_returns_what_the_snapshot_path_returns(
     open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,9 +32,9 @@ from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
 from governed_memory.crypto import Keyring
-from governed_memory.errors import SubjectKeyGone
+from governed_memory.errors import GovernedMemoryError, StoreUnavailable, SubjectKeyGone
 from governed_memory.ports import Clock, Store, SystemClock
-from governed_memory.records import Batch, IndexDoc
+from governed_memory.records import Batch, IndexDoc, SubjectKey
 from governed_memory.results import (
     AuditEvent,
     EraseResult,
@@ -141,12 +141,63 @@ class MemoryService:
         key = parse_key(idempotency_key)
         access.require_write(principal, command)
         keyed = self._idempotency.for_write(principal, command, key)
-        return self._idempotency.once(keyed, lambda: self._write(principal, command, keyed))
+        target_id = command.memory_id or self._new_id()
+        created = self._create_unread(principal, command, keyed, target_id)
+        if created is not None:
+            return created
+        return self._idempotency.once(
+            keyed, lambda: self._write(principal, command, keyed, target_id)
+        )
+
+    def _create_unread(
+        self,
+        principal: Principal,
+        command: WriteMemory,
+        keyed: Keyed[WriteResult] | None,
+        target_id: str,
+    ) -> WriteResult | None:
+        """A create (expected version 0, no correction) of an item of a subject whose key a
+        commit of this process found live lately, decided and committed without reading
+        first; ``None`` when the write must take the full path, which reads.
+
+        The decision reads nothing else: with no current item and no correction target
+        it depends on the command and the caller alone. What it assumed, the commit
+        checks under the write lock, as for every write: the idempotency key is unused
+        (its record's key), the subject key is the one sealed with (a forget destroyed
+        it: ``SubjectKeyGone``), the item does not exist (the id's unique key, or the
+        guard on version 0). Any refusal, or any error the decision raises, sends the
+        write down the full path from the start: a keyed one looks its record up first
+        (a replay answers as before), each reads what it decides on, and a clash is
+        classified from that read, so an item the caller cannot see keeps its version
+        hidden. Nothing is left behind by a refused attempt: the subject's key already
+        existed and the item's fresh key is stored only with the item. A failure of the
+        store itself ends an unkeyed write as before (the commit may have landed, and
+        only a keyed write can tell by its record); a keyed one then takes the full path,
+        which finds its record if it did.
+        """
+        if command.expected_version != 0 or command.supersedes_id is not None:
+            return None
+        subject_key = self._vault.confirmed_key(principal.tenant_id, command.subject_id)
+        if subject_key is None:
+            return None
+        try:
+            return self._decide_and_commit(
+                principal, command, keyed, target_id, subject_key, None, None
+            )
+        except StoreUnavailable:
+            if keyed is None:
+                raise
+            return None
+        except GovernedMemoryError:  # refused or undecided: decide again on what is read
+            return None
 
     def _write(
-        self, principal: Principal, command: WriteMemory, keyed: Keyed[WriteResult] | None
+        self,
+        principal: Principal,
+        command: WriteMemory,
+        keyed: Keyed[WriteResult] | None,
+        target_id: str,
     ) -> WriteResult:
-        target_id = command.memory_id or self._new_id()
         return retried(
             lambda: self._write_once(principal, command, keyed, target_id),
             on=(SubjectKeyGone,),  # forgotten meanwhile: decide again, seal under today's key
@@ -164,6 +215,23 @@ class MemoryService:
         subject_key, current = self.store.write_state(tenant, subject, target_id)
         supersedes = command.supersedes_id or (current.supersedes_id if current else None)
         target = self.store.get(tenant, supersedes) if supersedes else None
+        return self._decide_and_commit(
+            principal, command, keyed, target_id, subject_key, current, target
+        )
+
+    def _decide_and_commit(
+        self,
+        principal: Principal,
+        command: WriteMemory,
+        keyed: Keyed[WriteResult] | None,
+        target_id: str,
+        subject_key: SubjectKey | None,
+        current: ItemState | None,
+        target: ItemState | None,
+    ) -> WriteResult:
+        """Decide the write on what was read (or, for :meth:`_create_unread`, known), seal
+        it and commit it; the subject key is then confirmed live (``Vault.confirm``)."""
+        tenant, subject = principal.tenant_id, command.subject_id
         ctx = self._context(principal, keyed)
         events = lifecycle.decide_write(ctx, command, target_id, UNSEALED, current, target)
         # Only a write the rules allow may mint the subject's key: a refused write must not
@@ -193,7 +261,12 @@ class MemoryService:
             new_item_key=item_key,
             index_signature=self._indexer.signature_of(rows),
         )
-        self._commit(batch)
+        try:
+            self._commit(batch)
+        except SubjectKeyGone:
+            self._vault.unconfirm(subject_key)
+            raise
+        self._vault.confirm(subject_key)
         return WriteResult(MemoryItem.from_state(written, command.content), created)
 
     # -- review ---------------------------------------------------------------------------

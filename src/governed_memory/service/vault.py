@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from array import array
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,15 @@ from governed_memory.core.events import MemoryRejected
 from governed_memory.core.lifecycle import SealedContent
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import Status
-from governed_memory.crypto import ITEM_BLOB, MASTER_KEY_CHECK, SUBJECT_BLOB, Keyring, SealingKey
+from governed_memory.crypto import (
+    ITEM_BLOB,
+    KEY_CACHE_SECONDS,
+    KEY_CACHE_SIZE,
+    MASTER_KEY_CHECK,
+    SUBJECT_BLOB,
+    Keyring,
+    SealingKey,
+)
 from governed_memory.errors import CryptoError, SubjectKeyGone, ValidationError
 from governed_memory.ports import Store
 from governed_memory.records import IndexDoc, ItemKey, SealedVector, SubjectKey
@@ -53,8 +62,47 @@ class Vault:
     def __init__(self, store: Store, keyring: Keyring) -> None:
         self._store = store
         self._keyring = keyring
+        # Subject keys a commit of this process required and found live, by (tenant,
+        # subject), each until KEY_CACHE_SECONDS after that commit, as the keyring keeps
+        # raw keys: a create of a new item of such a subject needs no read first (its
+        # commit checks the key again). A forget in this process drops its subject's
+        # entry; one elsewhere is caught by that check, and its wrapped key lingers here
+        # no longer than the time bound. Key ids point back at their entries for that.
+        self._confirmed: dict[tuple[str, str], tuple[float, SubjectKey]] = {}
+        self._confirmed_ids: dict[bytes, tuple[str, str]] = {}
 
     # -- keys -----------------------------------------------------------------------------
+
+    def confirmed_key(self, tenant: str, subject: str) -> SubjectKey | None:
+        """The subject's key as a commit of this process last found it live, within the
+        time bound; ``None`` if there is none, or it is older."""
+        entry = self._confirmed.get((tenant, subject))
+        if entry is None:
+            return None
+        if entry[0] < time.monotonic():
+            self._drop_confirmed(entry[1])
+            return None
+        return entry[1]
+
+    def confirm(self, key: SubjectKey) -> None:
+        """Remember ``key``: a commit that required it just succeeded, so it was live."""
+        if len(self._confirmed) >= KEY_CACHE_SIZE:
+            self._confirmed.clear()
+            self._confirmed_ids.clear()
+        at = (key.tenant_id, key.subject_id)
+        self._confirmed[at] = (time.monotonic() + KEY_CACHE_SECONDS, key)
+        self._confirmed_ids[key.key_id] = at
+
+    def unconfirm(self, key: SubjectKey) -> None:
+        """Forget ``key`` as confirmed: a commit found it destroyed."""
+        self._drop_confirmed(key)
+
+    def _drop_confirmed(self, key: SubjectKey) -> None:
+        at = (key.tenant_id, key.subject_id)
+        entry = self._confirmed.get(at)
+        if entry is not None and entry[1].key_id == key.key_id:
+            self._confirmed.pop(at, None)
+        self._confirmed_ids.pop(key.key_id, None)
 
     def subject_key(self, tenant: str, subject: str) -> SubjectKey | None:
         """The subject's live key, ``None`` if it has none (never written, or forgotten)."""
@@ -68,8 +116,12 @@ class Vault:
         return key
 
     def destroyed(self, key_id: bytes) -> None:
-        """Drop what the keyring caches of a key the store has just destroyed."""
+        """Drop what this process holds of a key the store has just destroyed."""
         self._keyring.forget_cached(key_id)
+        at = self._confirmed_ids.pop(key_id, None)
+        entry = None if at is None else self._confirmed.get(at)
+        if entry is not None and entry[1].key_id == key_id:
+            self._confirmed.pop((entry[1].tenant_id, entry[1].subject_id), None)
 
     def bind(self) -> None:
         """Bind the store to this master key if nothing has (its check value, first claim

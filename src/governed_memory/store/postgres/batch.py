@@ -18,7 +18,7 @@ others are committed again one by one, so only that one fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from functools import partial
 from typing import Any, TypeVar
@@ -340,10 +340,17 @@ def _item_params(change: ItemChange) -> dict[str, Any]:
     index = change.index
     if index is not None:
         params["length"] = index.length
-        params["terms"] = list(index.terms)
-        params["tfs"] = list(index.terms.values())
+        # As array literals, cast by the statement: psycopg's dumper of a list of ints
+        # costs ~30 µs an array (it inspects every element); a string costs nothing.
+        params["terms"] = _array_literal(index.terms)
+        params["tfs"] = _array_literal(index.terms.values())
         params["vector"] = index.vector
     return params
+
+
+def _array_literal(numbers: Iterable[int]) -> str:
+    """PostgreSQL's text form of an array of integers (``{1,-2,3}``)."""
+    return "{" + ",".join(map(str, numbers)) + "}"
 
 
 def _warn_stray_postings(drops: list[Cursor]) -> None:
