@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import secrets
 import sqlite3
@@ -10,11 +12,14 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from governed_memory.apikeys import create_api_key
 from governed_memory.bootstrap import open_service
+from governed_memory.codec import canonical_columns, event_columns, stored_columns
+from governed_memory.core.events import MemoryWritten
 from governed_memory.core.model import RETAINED_STATUSES as RETAINED
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Trust
@@ -25,11 +30,13 @@ from governed_memory.records import (
     ItemChange,
 )
 from governed_memory.service import MemoryService
+from governed_memory.service.chain_audit import EDITED, verify_chain
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, database, wal
 from governed_memory.store.sqlite.wal import PURGE_DUE
 from tests.support.fakes import START, FakeClock, body, principal, query
+from tests.support.legacy import canonical_event_rows
 
 WRITER = principal()
 
@@ -455,3 +462,125 @@ def test_a_read_that_must_not_wait_inside_a_snapshot_reads_the_snapshot(
         assert store.api_key(record.key_id, wait=False) == record
     finally:
         store.close()
+
+
+# -- the compact form of the log (migration 12) ---------------------------------------------
+
+
+def _raw_events(data_dir: Path) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    try:
+        return conn.execute(
+            "SELECT type, subject_id, payload, content, content_hash FROM events ORDER BY position"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def _history(service: MemoryService) -> None:
+    """Every kind of event: writes, a rewrite, a quarantined item rejected, a forget."""
+    service.write(WRITER, body(id="a", provenance={"source": "crm", "ref": "tïcket-1"}))
+    service.write(WRITER, body(id="a", content="Prefers phone.", expected_version=1))
+    service.write(WRITER, body(id="b", subject_id="customer-2", confidence=0.3))
+    service.write(WRITER, body(id="q", trust="untrusted", content="Maybe a fax."))
+    service.reject(principal(name="reviewer"), "q", 1, reason="unverified")
+    service.forget_subject(WRITER, "customer-2")
+
+
+def test_a_written_event_is_stored_compact_and_hashed_in_its_canonical_form(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """A memory.written row holds its sealed content as the item's blob, its content hash
+    as 32 bytes and no key names, the subject once; the chain digests the canonical
+    columns (those an export holds), so the log verifies as before."""
+    embedded.write(WRITER, body(id="a"))
+    [(kind, subject, payload, content, content_hash)] = _raw_events(data_dir)
+    stored = embedded.store.get("acme", "a")
+    assert stored is not None
+    assert (kind, subject) == ("memory.written", "customer-1")
+    assert content == stored.content and content_hash == bytes.fromhex(stored.content_hash)
+    assert payload.startswith("[") and "customer-1" not in payload and "content" not in payload
+    [link] = embedded.store.chain_links(None, 0, 10)
+    [event] = embedded.store.events_after(None, 0, 10)
+    assert link.columns == event_columns(event.event)
+    assert json.loads(link.columns[-1])["content"] == base64.b64encode(content).decode()
+    assert verify_chain(embedded.store).ok and embedded.verify_replay().ok
+
+
+def test_events_stored_before_the_compact_form_read_and_verify_alike(data_dir: Path) -> None:
+    """A store whose log was written in the canonical form (before migration 12) reads
+    back the same events and chain links, verifies and replays clean, and goes on in the
+    compact form; an import of its export is the same log."""
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    _history(service)
+    events = service.store.events_after(None, 0, 100)
+    links = service.store.chain_links(None, 0, 100)
+    service.store.close()
+    assert canonical_event_rows(data_dir / "gmem.sqlite3") == 4  # the written events
+
+    reopened = open_service(data_dir=data_dir, clock=FakeClock())
+    try:
+        assert all(row[3] is None for row in _raw_events(data_dir))
+        assert reopened.store.events_after(None, 0, 100) == events
+        assert reopened.store.chain_links(None, 0, 100) == links
+        reopened.write(WRITER, body(id="c", content="After the upgrade."))
+        assert _raw_events(data_dir)[-1][3] is not None
+        report = verify_chain(reopened.store)
+        assert (report.ok, report.events) == (True, len(events) + 1)
+        assert reopened.verify_replay().ok
+        assert reopened.get(WRITER, "a").content == "Prefers phone."
+    finally:
+        reopened.store.close()
+
+
+def test_a_content_hash_that_is_not_hex_is_kept_as_written(tmp_path: Path) -> None:
+    """Only the hex of a SHA-256 is stored as 32 bytes: an imported event's other content
+    hash comes back as the same text, and hashes the same."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    service = MemoryService(store, Keyring(bytes(range(32))), clock=FakeClock())
+    try:
+        service.write(WRITER, body(id="a"))
+        [original] = store.events_after(None, 0, 1)
+        odd = dataclasses.replace(original.event, content_hash="SHA-256:ABC")
+        assert isinstance(odd, MemoryWritten)
+        columns, stored = stored_columns(odd)
+        assert stored[-1] == "SHA-256:ABC"
+        assert canonical_columns(stored) == columns
+        upper = dataclasses.replace(odd, content_hash=original.event.content_hash.upper())
+        columns, stored = stored_columns(upper)
+        assert stored[-1] == original.event.content_hash.upper()
+        assert canonical_columns(stored) == columns
+    finally:
+        store.close()
+
+
+def test_an_edited_compact_row_breaks_the_chain(embedded: MemoryService, data_dir: Path) -> None:
+    """One changed byte of the sealed content, of the content hash or of the compact
+    payload shows as an edited event, without any key; a value no writer stores there is
+    reported the same way, not a failure of the tool."""
+    embedded.write(WRITER, body(id="a"))
+    embedded.write(WRITER, body(id="b"))
+    edits = (
+        "UPDATE events SET content = zeroblob(length(content)) WHERE position = 1",
+        "UPDATE events SET content_hash = zeroblob(32) WHERE position = 1",
+        "UPDATE events SET payload = replace(payload, '0.9', '0.8') WHERE position = 1",
+        "UPDATE events SET subject_id = 'customer-2' WHERE position = 1",
+        "UPDATE events SET payload = '{}', content_hash = 7 WHERE position = 1",
+        "UPDATE events SET content = 'text' WHERE position = 1",
+    )
+    embedded.store.close()
+    path = data_dir / "gmem.sqlite3"
+    before = path.read_bytes()
+    for edit in edits:
+        conn = sqlite3.connect(path)
+        conn.execute("DROP TRIGGER events_refuse_update")
+        assert conn.execute(edit).rowcount == 1
+        conn.commit()
+        conn.close()
+        store = SQLiteStore(path)
+        try:
+            report = verify_chain(store)
+            assert [(b.position, b.problem) for b in report.breaks] == [(1, EDITED)], edit
+        finally:
+            store.close()
+        path.write_bytes(before)

@@ -21,6 +21,7 @@ from governed_memory.codec import (
     idempotency_from_row,
     idempotency_result,
     item_row,
+    stored_columns,
 )
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
@@ -32,7 +33,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
-from governed_memory.store.chain_links import Heads, event_columns
+from governed_memory.store.chain_links import Heads
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
@@ -120,9 +121,9 @@ class SQLiteBatches:
         stored = []
         heads = Heads(partial(head_hash, conn))  # read inside this batch's savepoint
         for event in batch.events:
-            columns = event_columns(event)
+            columns, stored_row = stored_columns(event)
             links = heads.link(event.tenant_id, columns)
-            (position,) = conn.execute(sql.INSERT_EVENT, (*columns, *links)).fetchone()
+            (position,) = conn.execute(sql.INSERT_EVENT, (*stored_row, *links)).fetchone()
             stored.append(StoredEvent(position, event))
         if batch.idempotency is not None:
             record = batch.idempotency

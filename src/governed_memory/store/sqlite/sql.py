@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS
+from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS, SPLIT_COLUMNS
 
 P = "?"
 EVERY_ROW: int | None = -1  # LIMIT -1 reads every row
@@ -27,7 +27,10 @@ def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
 
 
 COLUMNS = ", ".join(ITEM_COLUMNS)
-EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
+# Events are read with their split columns (codec.SPLIT_COLUMNS: NULL in a row of the
+# canonical form, written before migration 12) and written in the compact form.
+_STORED_EVENT = ", ".join((*EVENT_COLUMNS, *SPLIT_COLUMNS))
+EVENT_SELECT = f"SELECT position, {_STORED_EVENT} FROM events"
 
 # -- reads ----------------------------------------------------------------------------------
 
@@ -92,14 +95,15 @@ MEMORY_EVENTS = (
     "AND subject_id = ? AND type = 'subject.forgotten' ORDER BY position"
 )
 # The hash chain (store/chain_links.py): stored events with their hashes, and a head.
-CHAIN_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + ", prev_hash, hash FROM events"
+CHAIN_SELECT = f"SELECT position, {_STORED_EVENT}, prev_hash, hash FROM events"
 CHAIN_AFTER = CHAIN_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_CHAIN_AFTER = (
     CHAIN_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"
 )
 TENANT_HEAD_HASH = "SELECT hash FROM events WHERE tenant_id = ? ORDER BY position DESC LIMIT 1"
-# Migration 8 links the events stored before the chain (chain_links.fill).
-UNCHAINED_EVENTS = EVENT_SELECT + " ORDER BY position"
+# Migration 8 links the events stored before the chain (chain_links.fill): all of them of
+# the canonical form, and read before migration 12 adds the split columns.
+UNCHAINED_EVENTS = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events ORDER BY position"
 SET_CHAIN = "UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?"
 TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
 HEAD = "SELECT coalesce(max(position), 0) FROM events"
@@ -147,13 +151,13 @@ DESTROY_ITEM_KEYS = "DELETE FROM item_keys WHERE tenant_id = ? AND subject_id = 
 SUBJECT_LEFT = (
     "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
 )
+_EVENT_MARKS = marks(len(EVENT_COLUMNS) + len(SPLIT_COLUMNS) + 2)
 INSERT_EVENT = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
-    f"VALUES ({marks(len(EVENT_COLUMNS) + 2)}) RETURNING position"
+    f"INSERT INTO events ({_STORED_EVENT}, prev_hash, hash) "
+    f"VALUES ({_EVENT_MARKS}) RETURNING position"
 )
 IMPORT_EVENT = (
-    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
-    f"VALUES ({marks(len(EVENT_COLUMNS) + 3)})"
+    f"INSERT INTO events (position, {_STORED_EVENT}, prev_hash, hash) VALUES (?, {_EVENT_MARKS})"
 )
 INSERT_IDEMPOTENCY = (
     "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
