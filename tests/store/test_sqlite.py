@@ -24,7 +24,7 @@ from governed_memory.core.model import RETAINED_STATUSES as RETAINED
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
-from governed_memory.errors import ReadWouldWait, VersionConflict
+from governed_memory.errors import CryptoError, ReadWouldWait, VersionConflict
 from governed_memory.records import (
     Batch,
     ItemChange,
@@ -584,3 +584,94 @@ def test_an_edited_compact_row_breaks_the_chain(embedded: MemoryService, data_di
         finally:
             store.close()
         path.write_bytes(before)
+
+
+def _item_contents(data_dir: Path) -> dict[str, bytes | None]:
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    try:
+        return dict(conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall())
+    finally:
+        conn.close()
+
+
+def test_an_item_takes_its_content_from_its_compact_event_and_erasure_still_holds(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """An item's row holds the empty blob in place of the content its compact event
+    holds, through every change that keeps that content; reads, search and a rebuild
+    give the same items; forgetting the subject empties the row and its key is gone."""
+    reviewer = principal(name="reviewer")
+    embedded.write(WRITER, body(id="a"))
+    embedded.write(WRITER, body(id="a", content="Prefers phone calls.", expected_version=1))
+    embedded.write(WRITER, body(id="q", trust="untrusted", content="Prefers fax."))
+    embedded.promote(reviewer, "q", 1)  # a change that keeps the content
+    assert _item_contents(data_dir) == {"a": b"", "q": b""}
+    assert embedded.get(WRITER, "a").content == "Prefers phone calls."
+    assert embedded.get(WRITER, "q").content == "Prefers fax."
+    assert [h.item.content for h in embedded.search(WRITER, query("fax")).items] == ["Prefers fax."]
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")  # damage for the rebuild to repair
+    conn.execute("UPDATE memories SET confidence = 0.1, content = NULL WHERE id = 'a'")
+    conn.execute("DELETE FROM search_docs WHERE item = (SELECT rowid FROM memories WHERE id = 'q')")
+    conn.execute("DELETE FROM memories WHERE id = 'q'")
+    conn.commit()
+    conn.close()
+    assert not embedded.verify_replay().ok
+    assert embedded.maintenance.rebuild() == 2
+    assert _item_contents(data_dir) == {"a": b"", "q": b""}
+    assert embedded.verify_replay().ok
+
+    embedded.forget_subject(WRITER, "customer-1")
+    assert _item_contents(data_dir) == {"a": None, "q": None}
+    assert embedded.store.subject_key("acme", "customer-1") is None
+    assert embedded.store.get("acme", "a").content is None  # type: ignore[union-attr]
+    assert embedded.verify_replay().ok
+
+
+def test_an_item_whose_event_is_of_the_canonical_form_keeps_its_content_in_its_row(
+    data_dir: Path,
+) -> None:
+    """Items of a store written before migration 12 keep their content in their rows
+    through a change that keeps it (their events hold it in base64 only); a new version
+    takes it from its compact event."""
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    service.write(WRITER, body(id="q", trust="untrusted", content="Prefers fax."))
+    service.write(WRITER, body(id="a"))
+    service.store.close()
+    canonical_event_rows(data_dir / "gmem.sqlite3")
+    sealed = _item_contents(data_dir)
+    assert all(sealed.values())
+
+    reopened = open_service(data_dir=data_dir, clock=FakeClock())
+    try:
+        reopened.promote(principal(name="reviewer"), "q", 1)
+        reopened.write(WRITER, body(id="a", content="Prefers phone calls.", expected_version=1))
+        contents = _item_contents(data_dir)
+        assert contents == {"a": b"", "q": sealed["q"]}
+        assert reopened.get(WRITER, "q").content == "Prefers fax."
+        assert reopened.get(WRITER, "a").content == "Prefers phone calls."
+        assert reopened.maintenance.rebuild() == 2
+        assert _item_contents(data_dir) == contents
+        assert reopened.verify_replay().ok
+    finally:
+        reopened.store.close()
+
+
+def test_a_flipped_bit_in_the_content_an_item_takes_from_its_event_is_an_error(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """The content an item reads from its compact event is authenticated like a copy in
+    its row: one bit changed there, and reading or finding the item raises."""
+    embedded.write(WRITER, body(id="a", content="Alpha content that must stay intact."))
+    assert _item_contents(data_dir) == {"a": b""}
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    conn.execute("DROP TRIGGER events_refuse_update")
+    (blob,) = conn.execute("SELECT content FROM events WHERE memory_id = 'a'").fetchone()
+    flipped = bytearray(blob)
+    flipped[30] ^= 0x01
+    conn.execute("UPDATE events SET content = ? WHERE memory_id = 'a'", (bytes(flipped),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(CryptoError):
+        embedded.get(WRITER, "a")
+    with pytest.raises(CryptoError):
+        embedded.search(WRITER, query("alpha"))

@@ -58,14 +58,21 @@ def write_legacy(
 
 def canonical_event_rows(path: Path) -> int:
     """Rewrite the compact event rows of the SQLite store at ``path`` into the canonical
-    form, as a store written before migration 12 holds every event (its append-only
-    trigger set aside meanwhile, then put back). How many rows it rewrote."""
+    form, and put the content of the items that take it from those events back in their
+    rows, as a store written before migration 12 holds them (the log's append-only
+    trigger set aside meanwhile, then put back). How many event rows it rewrote."""
     conn = sqlite3.connect(path)
     try:
         (trigger,) = conn.execute(
             "SELECT sql FROM sqlite_schema WHERE name = 'events_refuse_update'"
         ).fetchone()
         conn.execute("DROP TRIGGER events_refuse_update")
+        conn.execute(  # items held their content in their rows then
+            "UPDATE memories SET content = (SELECT e.content FROM events AS e "
+            "WHERE e.tenant_id = memories.tenant_id AND e.memory_id = memories.id "
+            "AND e.version = memories.content_version AND e.type = 'memory.written') "
+            "WHERE content = x''"
+        )
         columns = ", ".join(EVENT_COLUMNS)  # the codec's constant names: no input
         rows = conn.execute(
             f"SELECT position, {columns}, content, content_hash FROM events "  # noqa: S608

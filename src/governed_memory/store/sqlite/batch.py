@@ -115,16 +115,16 @@ class SQLiteBatches:
 
     def _apply(self, conn: sqlite3.Connection, batch: Batch, scopes: ScopeIds) -> list[StoredEvent]:
         self._check_keys(conn, batch)
-        for change in batch.changes:
-            rowid = self._write_item(conn, change)
-            self._reindex(conn, change, rowid, scopes)
         stored = []
         heads = Heads(partial(head_hash, conn))  # read inside this batch's savepoint
-        for event in batch.events:
+        for event in batch.events:  # first: an item's row may point at its new event
             columns, stored_row = stored_columns(event)
             links = heads.link(event.tenant_id, columns)
             (position,) = conn.execute(sql.INSERT_EVENT, (*stored_row, *links)).fetchone()
             stored.append(StoredEvent(position, event))
+        for change in batch.changes:
+            rowid = self._write_item(conn, change)
+            self._reindex(conn, change, rowid, scopes)
         if batch.idempotency is not None:
             record = batch.idempotency
             conn.execute(
@@ -203,9 +203,7 @@ class SQLiteBatches:
                 return int(rowid)
             except sqlite3.IntegrityError:
                 raise VersionConflict(item.id, 0, self._version(conn, item)) from None
-        found = conn.execute(
-            sql.UPDATE_ITEM, (*row[2:], item.tenant_id, item.id, change.expected_version)
-        ).fetchone()
+        found = conn.execute(sql.UPDATE_ITEM, (*row, change.expected_version)).fetchone()
         if found is None:
             raise VersionConflict(item.id, change.expected_version, self._version(conn, item))
         return int(found[0])

@@ -5,6 +5,8 @@
 -- Events stored before keep the canonical form and NULL here; both forms read alike, and
 -- the hash chain digests the canonical form of either (codec.canonical_payload), so every
 -- hash stored before or after stays valid. PostgreSQL keeps the canonical form.
+-- An item whose content its compact event holds keeps the empty blob in its row's place
+-- (store/sqlite/sql.py: ITEM_CONTENT), so the sealed content is stored once.
 ALTER TABLE events ADD COLUMN content BLOB;
 ALTER TABLE events ADD COLUMN content_hash BLOB;
 
