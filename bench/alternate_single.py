@@ -1,7 +1,7 @@
 """Same-run A/B of SQLite search in one loaded store, two source trees alternated per query.
 
 ``python -m bench.alternate_single OLD_SRC NEW_SRC DATA_DIR [--items N] [--queries Q]
-[--rounds R] [--slowest K]``
+[--rounds R] [--slowest K] [--new-data-dir DIR] [--scoped]``
 
 ``DATA_DIR`` holds a loaded store (``bench.loading``; the 100k single scope is
 ``Workload(single_scope=True)``, its first ``N`` items). Two processes serve searches over
@@ -11,7 +11,10 @@ query by query, so both see the same machine at nearly the same instant. Each se
 timed inside its process (wall and CPU). Printed: per-query minimum over rounds (p50,
 p95, p99), all samples' p95, ratios, each process's resident memory at the end, the
 ``K`` queries slowest for the old tree, and whether every query returned the same ids
-and scores (exactly) in both.
+and scores (exactly) in both. ``--new-data-dir`` gives the new tree a store of its own
+(the same items loaded by the new tree, when the two store them in different forms: the
+scores may then differ by the loads' instants); ``--scoped`` searches a store of the
+scoped workload (``Workload()``) instead of the single scope.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class _FixedClock:
         return self.instant
 
 
-def _serve(data_dir: str, now: str, items: int, count: int) -> None:
+def _serve(data_dir: str, now: str, items: int, count: int, scoped: bool) -> None:
     """The child: answer ``index`` lines with the query's timings and hits (JSON lines)."""
     from bench.inprocess import search_queries
     from bench.loading import writer
@@ -49,7 +52,7 @@ def _serve(data_dir: str, now: str, items: int, count: int) -> None:
 
     clock = _FixedClock(datetime.fromisoformat(now))
     service = open_service(data_dir=data_dir, synchronous="FULL", clock=clock)
-    queries, warmup = search_queries(Workload(single_scope=True), items, count)
+    queries, warmup = search_queries(Workload(single_scope=not scoped), items, count)
     for query in warmup:
         service.search(writer(query.tenant_id), query.body())
     print(json.dumps({"ready": True}), flush=True)
@@ -72,9 +75,12 @@ def _serve(data_dir: str, now: str, items: int, count: int) -> None:
 
 
 class _Child:
-    def __init__(self, source: str, data_dir: str, now: str, items: int, count: int) -> None:
+    def __init__(
+        self, source: str, data_dir: str, now: str, items: int, count: int, scoped: bool
+    ) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([source, str(ROOT)]))
         arguments = [data_dir, now, "-", "--items", str(items), "--queries", str(count)]
+        arguments += ["--scoped"] if scoped else []
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.alternate_single", "--child", *arguments],
             env=env,
@@ -110,12 +116,19 @@ def _percentiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def alternate(
-    old: str, new: str, data_dir: str, items: int, count: int, rounds: int, k: int
+    old: str,
+    new: str,
+    data_dirs: tuple[str, str],
+    items: int,
+    count: int,
+    rounds: int,
+    k: int,
+    scoped: bool = False,
 ) -> None:
     now = datetime.now(UTC).isoformat()
     children = {
-        name: _Child(tree, data_dir, now, items, count)
-        for name, tree in (("old", old), ("new", new))
+        name: _Child(tree, data_dir, now, items, count, scoped)
+        for name, tree, data_dir in (("old", old, data_dirs[0]), ("new", new, data_dirs[1]))
     }
     samples: dict[str, dict[str, list[list[float]]]] = {
         name: {"wall": [[] for _ in range(count)], "cpu": [[] for _ in range(count)]}
@@ -175,13 +188,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slowest", type=int, default=10)
+    parser.add_argument("--new-data-dir", default=None, help="the new tree's own store")
+    parser.add_argument("--scoped", action="store_true", help="a store of Workload()")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _serve(args.old, args.new, args.items, args.queries)
+        _serve(args.old, args.new, args.items, args.queries, args.scoped)
     else:
+        dirs = (args.data_dir, args.new_data_dir or args.data_dir)
         alternate(
-            args.old, args.new, args.data_dir, args.items, args.queries, args.rounds, args.slowest
+            args.old,
+            args.new,
+            dirs,
+            args.items,
+            args.queries,
+            args.rounds,
+            args.slowest,
+            args.scoped,
         )
     return 0
 

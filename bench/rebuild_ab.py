@@ -6,7 +6,8 @@ one loaded SQLite store.
 ``python -m bench.rebuild COPY`` with ``PYTHONPATH=SRC`` for each tree in turn (the order
 alternating between rounds), and prints each run's events/s and process CPU, then the
 medians and the ratio new/old. The machine is shared and noisy: only same-run ratios mean
-anything.
+anything. ``--new-store DIR`` gives the new tree a store of its own (the same items
+loaded by the new tree, when the two store them in different forms).
 """
 
 from __future__ import annotations
@@ -59,13 +60,15 @@ def main() -> None:
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--new-store", type=Path, default=None)
     args = parser.parse_args()
+    stores = {"old": args.store, "new": args.new_store or args.store}
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="rebuild-ab-") as scratch:
         for round_ in range(args.rounds):
             order = ["old", "new"] if round_ % 2 == 0 else ["new", "old"]
             for name in order:
-                result = run_once(args.store, getattr(args, name), Path(scratch))
+                result = run_once(stores[name], getattr(args, name), Path(scratch))
                 results[name].append(result)
                 print(name, json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
     summary = {

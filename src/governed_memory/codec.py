@@ -3,12 +3,20 @@
 Every backend and the export format use these functions, so a log written by SQLite reads
 back identically from PostgreSQL or from an export file. Instants are stored as integer
 microseconds since the epoch; sealed blobs travel as base64 inside JSON payloads.
+
+An event's *canonical* columns (:data:`EVENT_COLUMNS`, the payload as compact JSON with
+the sealed content in base64) are what the hash chain digests and an export holds.
+SQLite stores a ``memory.written`` event in a *compact* form (migration 12): the sealed
+content as a raw blob, its content hash as 32 bytes, and a payload of the remaining values
+without their keys, the subject id left to its column; :func:`canonical_payload` gives
+back the canonical payload text byte for byte, and rows in either form read alike.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -123,6 +131,10 @@ def event_row(event: Event) -> EventRow:
 def event_columns(event: Event) -> tuple[Any, ...]:
     """An event's stored columns in :data:`EVENT_COLUMNS` order (what :func:`event_row`
     holds, as the tuple the drivers and the hash chain take: every write makes one)."""
+    return _columns(event, _compact_json(payload_of(event)))
+
+
+def _columns(event: Event, payload: str) -> tuple[Any, ...]:
     subject = event.subject_id if isinstance(event, MemoryWritten | SubjectForgotten) else None
     return (
         event.event_id,
@@ -135,7 +147,7 @@ def event_columns(event: Event) -> tuple[Any, ...]:
         event.actor,
         event.idempotency_key,
         SCHEMA_VERSION,
-        _compact_json(payload_of(event)),
+        payload,
     )
 
 
@@ -215,9 +227,139 @@ def _written_from(payload: Mapping[str, Any], row: EventRow) -> MemoryWritten:
     )
 
 
+#: The values a compact ``memory.written`` payload holds, in order: every key of the
+#: canonical payload but the three stored apart (``content``, ``content_hash`` and
+#: ``subject_id``), in the canonical payload's (sorted) order.
+_COMPACT_KEYS = (
+    "agent_id",
+    "confidence",
+    "expires_at",
+    "kind",
+    "provenance",
+    "purpose",
+    "status",
+    "supersedes_id",
+    "tokens",
+    "trust",
+)
+#: What a content hash is stored as 32 bytes when it is (the hex of a SHA-256, lowercase);
+#: any other text is stored as written.
+_HEX_HASH = re.compile(r"[0-9a-f]{64}")
+#: The columns a stored row has after :data:`EVENT_COLUMNS`: in a compact row the sealed
+#: content and its hash, ``NULL`` in a row of the canonical form.
+SPLIT_COLUMNS = ("content", "content_hash")
+_SPLIT = len(EVENT_COLUMNS)
+
+
+def stored_columns(event: Event) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """An event's canonical columns (:func:`event_columns`, what its digest covers) and
+    the columns a compact log stores (:data:`EVENT_COLUMNS` then :data:`SPLIT_COLUMNS`)."""
+    if not isinstance(event, MemoryWritten):
+        columns = event_columns(event)
+        return columns, (*columns, None, None)
+    payload = payload_of(event)
+    columns = _columns(event, _compact_json(payload))
+    values = [payload[key] for key in _COMPACT_KEYS]
+    content_hash = event.content_hash
+    stored_hash = bytes.fromhex(content_hash) if _HEX_HASH.fullmatch(content_hash) else content_hash
+    stored = (*columns[:-1], _compact_json(values), event.content, stored_hash)
+    return columns, stored
+
+
+def canonical_payload(
+    payload: str, subject_id: str | None, content: bytes | None, content_hash: object
+) -> str:
+    """The canonical payload text of a stored row (its payload, subject and split columns)."""
+    if content is None:
+        return payload  # stored in the canonical form
+    fields_ = dict(zip(_COMPACT_KEYS, _compact_values(payload), strict=True))
+    fields_["content"] = _b64(bytes(content))
+    fields_["content_hash"] = _hash_text(content_hash)
+    fields_["subject_id"] = subject_id
+    return _compact_json(fields_)
+
+
+def canonical_columns(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The canonical columns of a stored row of :data:`EVENT_COLUMNS` and optionally
+    :data:`SPLIT_COLUMNS` (``NULL`` or absent in a row of the canonical form)."""
+    columns = row[:_SPLIT]
+    content, content_hash = row[_SPLIT : _SPLIT + 2] or (None, None)
+    if content is None:
+        return columns
+    payload = canonical_payload(columns[-1], columns[4], content, content_hash)
+    return (*columns[:-1], payload)
+
+
+def _hash_text(stored: object) -> str:
+    if isinstance(stored, bytes | bytearray | memoryview):
+        return bytes(stored).hex()
+    if isinstance(stored, str):
+        return stored
+    raise CodecError("a stored content hash must be bytes or text")
+
+
+def _written_from_compact(row: EventRow, content: bytes, content_hash: object) -> MemoryWritten:
+    """A ``memory.written`` event from a compact row (no base64 or keyed JSON to parse)."""
+    if row.memory_id is None or row.version is None or row.subject_id is None:
+        raise CodecError(f"{row.type} without memory id, version or subject")
+    (
+        agent_id,
+        confidence,
+        expires_at,
+        kind,
+        provenance,
+        purpose,
+        status,
+        supersedes_id,
+        tokens,
+        trust,
+    ) = _compact_values(row.payload)
+    return MemoryWritten(
+        event_id=row.event_id,
+        tenant_id=row.tenant_id,
+        memory_id=row.memory_id,
+        version=row.version,
+        occurred_at=from_micros(row.occurred_at),
+        actor=row.actor,
+        idempotency_key=row.idempotency_key,
+        agent_id=agent_id,
+        subject_id=row.subject_id,
+        purpose=purpose,
+        kind=_KINDS[kind],
+        content=bytes(content),
+        content_hash=_hash_text(content_hash),
+        provenance=Provenance(**provenance),
+        trust=_TRUSTS[trust],
+        confidence=float(confidence),
+        expires_at=from_micros(expires_at),
+        supersedes_id=supersedes_id,
+        status=_STATUSES[status],
+        tokens=int(tokens),
+    )
+
+
+def _compact_values(payload: str) -> list[Any]:
+    values = json.loads(payload)
+    if not isinstance(values, list) or len(values) != len(_COMPACT_KEYS):
+        raise CodecError("a compact payload must be a list of its values")
+    return values
+
+
 def stored_event_from_row(row: tuple[Any, ...]) -> StoredEvent:
-    """A stored event from a row of ``position`` followed by :data:`EVENT_COLUMNS`."""
-    return StoredEvent(row[0], event_from_row(EventRow(*row[1:])))
+    """A stored event from a row of ``position``, :data:`EVENT_COLUMNS` and optionally
+    :data:`SPLIT_COLUMNS` (``NULL`` or absent in a row of the canonical form)."""
+    event_row_ = EventRow(*row[1 : 1 + _SPLIT])
+    content, content_hash = row[1 + _SPLIT : 3 + _SPLIT] or (None, None)
+    if content is None:
+        return StoredEvent(row[0], event_from_row(event_row_))
+    if event_row_.type != MemoryWritten.type or event_row_.schema_version != SCHEMA_VERSION:
+        raise CodecError(f"a compact row of a {event_row_.type} event")
+    try:
+        return StoredEvent(row[0], _written_from_compact(event_row_, content, content_hash))
+    except CodecError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise CodecError(f"malformed {event_row_.type} event: {type(error).__name__}") from None
 
 
 def stored_to_json(stored: StoredEvent) -> dict[str, Any]:

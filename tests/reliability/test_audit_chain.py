@@ -34,6 +34,7 @@ from governed_memory.store.sqlite import SQLiteStore
 from tests.conftest import make_store, postgres_dsn
 from tests.contract import test_retention as contract_retention
 from tests.support.fakes import FakeClock, body, principal
+from tests.support.legacy import canonical_event_rows
 from tests.support.threads import race
 
 WRITER = principal()
@@ -137,6 +138,8 @@ def test_edited_sealed_content_is_an_edited_event(sql_store: Store) -> None:
     """The payload is hashed as stored, ciphertext included: one changed byte of the
     sealed content shows without any key."""
     seeded(sql_store)
+    if isinstance(sql_store, SQLiteStore):  # the canonical form (compact rows: test_sqlite)
+        canonical_event_rows(sql_store.path)
     tamper(
         sql_store,
         'UPDATE events SET payload = replace(payload, \'"content":"A\', \'"content":"B\') '
@@ -285,10 +288,13 @@ def test_the_append_only_triggers_still_refuse_changing_a_chained_event(
             _run(sql_store, statement, ())
 
 
-SQLITE_BEFORE_0008 = (
+SQLITE_BEFORE_0008 = (  # after canonical_event_rows: every event of the canonical form
     "DROP TRIGGER events_refuse_update",
     "ALTER TABLE events DROP COLUMN prev_hash",
     "ALTER TABLE events DROP COLUMN hash",
+    "ALTER TABLE events DROP COLUMN content",
+    "ALTER TABLE events DROP COLUMN content_hash",
+    "DELETE FROM schema_migrations WHERE version = 12",
     "CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events BEGIN "
     "SELECT RAISE(ABORT, 'the event log is append-only: UPDATE refused'); END",
     "DELETE FROM schema_migrations WHERE version = 8",
@@ -311,6 +317,7 @@ def test_a_store_made_before_the_chain_is_chained_by_its_migration(
     chained = sql_store.chain_links(None, 0, 100)
     if isinstance(sql_store, SQLiteStore):
         sql_store.close()
+        canonical_event_rows(sql_store.path)
         conn = sqlite3.connect(sql_store.path)
         for statement in SQLITE_BEFORE_0008:
             conn.execute(statement)

@@ -41,6 +41,7 @@ from governed_memory.service import MemoryService
 from governed_memory.service.indexing import SearchSettings, unit
 from governed_memory.store.sqlite import SQLiteStore
 from governed_memory.store.sqlite.index_rows import pack, unpack
+from governed_memory.store.sqlite.sql import ITEM_CONTENT
 from tests.conftest import make_store, postgres_dsn
 from tests.reliability.servers import ServerProcess, create_key, gmem
 from tests.support.api import Api
@@ -272,12 +273,12 @@ def tamperable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tampe
         store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="NORMAL")
         path = tmp_path / "gmem.sqlite3"
 
-        def read(memory_id: str) -> bytes:
+        def read(memory_id: str) -> bytes:  # the row's copy, or its compact event's
             with sqlite3.connect(path) as conn:
-                row = conn.execute("SELECT content FROM memories WHERE id = ?", (memory_id,))
+                row = conn.execute(_ITEM_CONTENT, (memory_id,))
                 return bytes(row.fetchone()[0])
 
-        def write(memory_id: str, blob: bytes | None) -> None:
+        def write(memory_id: str, blob: bytes | None) -> None:  # a copy in the row wins
             with sqlite3.connect(path) as conn:
                 conn.execute("UPDATE memories SET content = ? WHERE id = ?", (blob, memory_id))
 
@@ -345,6 +346,7 @@ def tamperable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tampe
 
 
 _ROWID = "SELECT rowid FROM memories WHERE id = ?"
+_ITEM_CONTENT = f"SELECT {ITEM_CONTENT} FROM memories AS m WHERE m.id = ?"  # noqa: S608
 _POSTINGS = "SELECT count(*) FROM postings WHERE item = (SELECT rowid FROM memories WHERE id = %s)"
 
 
@@ -433,7 +435,7 @@ def test_tampered_content_over_http_is_a_500_problem_without_plaintext(
     api.write(admin, "b", content="Beta is intact.", subject_id="customer-2")
     assert isinstance(api.store, SQLiteStore)
     with sqlite3.connect(api.store.path) as conn:
-        (blob,) = conn.execute("SELECT content FROM memories WHERE id = 'b'").fetchone()
+        (blob,) = conn.execute(_ITEM_CONTENT, ("b",)).fetchone()
         conn.execute("UPDATE memories SET content = ? WHERE id = 'a'", (blob,))
     search = {"agent_id": "support-bot", "purpose": "support", "query": "alpha"}
     for response in (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import secrets
 import sqlite3
@@ -10,26 +12,31 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from governed_memory.apikeys import create_api_key
 from governed_memory.bootstrap import open_service
+from governed_memory.codec import canonical_columns, event_columns, stored_columns
+from governed_memory.core.events import MemoryWritten
 from governed_memory.core.model import RETAINED_STATUSES as RETAINED
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
-from governed_memory.errors import ReadWouldWait, VersionConflict
+from governed_memory.errors import CryptoError, ReadWouldWait, VersionConflict
 from governed_memory.records import (
     Batch,
     ItemChange,
 )
 from governed_memory.service import MemoryService
+from governed_memory.service.chain_audit import EDITED, verify_chain
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, database, wal
 from governed_memory.store.sqlite.wal import PURGE_DUE
 from tests.support.fakes import START, FakeClock, body, principal, query
+from tests.support.legacy import canonical_event_rows
 
 WRITER = principal()
 
@@ -455,3 +462,216 @@ def test_a_read_that_must_not_wait_inside_a_snapshot_reads_the_snapshot(
         assert store.api_key(record.key_id, wait=False) == record
     finally:
         store.close()
+
+
+# -- the compact form of the log (migration 12) ---------------------------------------------
+
+
+def _raw_events(data_dir: Path) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    try:
+        return conn.execute(
+            "SELECT type, subject_id, payload, content, content_hash FROM events ORDER BY position"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def _history(service: MemoryService) -> None:
+    """Every kind of event: writes, a rewrite, a quarantined item rejected, a forget."""
+    service.write(WRITER, body(id="a", provenance={"source": "crm", "ref": "tïcket-1"}))
+    service.write(WRITER, body(id="a", content="Prefers phone.", expected_version=1))
+    service.write(WRITER, body(id="b", subject_id="customer-2", confidence=0.3))
+    service.write(WRITER, body(id="q", trust="untrusted", content="Maybe a fax."))
+    service.reject(principal(name="reviewer"), "q", 1, reason="unverified")
+    service.forget_subject(WRITER, "customer-2")
+
+
+def test_a_written_event_is_stored_compact_and_hashed_in_its_canonical_form(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """A memory.written row holds its sealed content as the item's blob, its content hash
+    as 32 bytes and no key names, the subject once; the chain digests the canonical
+    columns (those an export holds), so the log verifies as before."""
+    embedded.write(WRITER, body(id="a"))
+    [(kind, subject, payload, content, content_hash)] = _raw_events(data_dir)
+    stored = embedded.store.get("acme", "a")
+    assert stored is not None
+    assert (kind, subject) == ("memory.written", "customer-1")
+    assert content == stored.content and content_hash == bytes.fromhex(stored.content_hash)
+    assert payload.startswith("[") and "customer-1" not in payload and "content" not in payload
+    [link] = embedded.store.chain_links(None, 0, 10)
+    [event] = embedded.store.events_after(None, 0, 10)
+    assert link.columns == event_columns(event.event)
+    assert json.loads(link.columns[-1])["content"] == base64.b64encode(content).decode()
+    assert verify_chain(embedded.store).ok and embedded.verify_replay().ok
+
+
+def test_events_stored_before_the_compact_form_read_and_verify_alike(data_dir: Path) -> None:
+    """A store whose log was written in the canonical form (before migration 12) reads
+    back the same events and chain links, verifies and replays clean, and goes on in the
+    compact form; an import of its export is the same log."""
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    _history(service)
+    events = service.store.events_after(None, 0, 100)
+    links = service.store.chain_links(None, 0, 100)
+    service.store.close()
+    assert canonical_event_rows(data_dir / "gmem.sqlite3") == 4  # the written events
+
+    reopened = open_service(data_dir=data_dir, clock=FakeClock())
+    try:
+        assert all(row[3] is None for row in _raw_events(data_dir))
+        assert reopened.store.events_after(None, 0, 100) == events
+        assert reopened.store.chain_links(None, 0, 100) == links
+        reopened.write(WRITER, body(id="c", content="After the upgrade."))
+        assert _raw_events(data_dir)[-1][3] is not None
+        report = verify_chain(reopened.store)
+        assert (report.ok, report.events) == (True, len(events) + 1)
+        assert reopened.verify_replay().ok
+        assert reopened.get(WRITER, "a").content == "Prefers phone."
+    finally:
+        reopened.store.close()
+
+
+def test_a_content_hash_that_is_not_hex_is_kept_as_written(tmp_path: Path) -> None:
+    """Only the hex of a SHA-256 is stored as 32 bytes: an imported event's other content
+    hash comes back as the same text, and hashes the same."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    service = MemoryService(store, Keyring(bytes(range(32))), clock=FakeClock())
+    try:
+        service.write(WRITER, body(id="a"))
+        [original] = store.events_after(None, 0, 1)
+        odd = dataclasses.replace(original.event, content_hash="SHA-256:ABC")
+        assert isinstance(odd, MemoryWritten)
+        columns, stored = stored_columns(odd)
+        assert stored[-1] == "SHA-256:ABC"
+        assert canonical_columns(stored) == columns
+        upper = dataclasses.replace(odd, content_hash=original.event.content_hash.upper())
+        columns, stored = stored_columns(upper)
+        assert stored[-1] == original.event.content_hash.upper()
+        assert canonical_columns(stored) == columns
+    finally:
+        store.close()
+
+
+def test_an_edited_compact_row_breaks_the_chain(embedded: MemoryService, data_dir: Path) -> None:
+    """One changed byte of the sealed content, of the content hash or of the compact
+    payload shows as an edited event, without any key; a value no writer stores there is
+    reported the same way, not a failure of the tool."""
+    embedded.write(WRITER, body(id="a"))
+    embedded.write(WRITER, body(id="b"))
+    edits = (
+        "UPDATE events SET content = zeroblob(length(content)) WHERE position = 1",
+        "UPDATE events SET content_hash = zeroblob(32) WHERE position = 1",
+        "UPDATE events SET payload = replace(payload, '0.9', '0.8') WHERE position = 1",
+        "UPDATE events SET subject_id = 'customer-2' WHERE position = 1",
+        "UPDATE events SET payload = '{}', content_hash = 7 WHERE position = 1",
+        "UPDATE events SET content = 'text' WHERE position = 1",
+    )
+    embedded.store.close()
+    path = data_dir / "gmem.sqlite3"
+    before = path.read_bytes()
+    for edit in edits:
+        conn = sqlite3.connect(path)
+        conn.execute("DROP TRIGGER events_refuse_update")
+        assert conn.execute(edit).rowcount == 1
+        conn.commit()
+        conn.close()
+        store = SQLiteStore(path)
+        try:
+            report = verify_chain(store)
+            assert [(b.position, b.problem) for b in report.breaks] == [(1, EDITED)], edit
+        finally:
+            store.close()
+        path.write_bytes(before)
+
+
+def _item_contents(data_dir: Path) -> dict[str, bytes | None]:
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    try:
+        return dict(conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall())
+    finally:
+        conn.close()
+
+
+def test_an_item_takes_its_content_from_its_compact_event_and_erasure_still_holds(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """An item's row holds the empty blob in place of the content its compact event
+    holds, through every change that keeps that content; reads, search and a rebuild
+    give the same items; forgetting the subject empties the row and its key is gone."""
+    reviewer = principal(name="reviewer")
+    embedded.write(WRITER, body(id="a"))
+    embedded.write(WRITER, body(id="a", content="Prefers phone calls.", expected_version=1))
+    embedded.write(WRITER, body(id="q", trust="untrusted", content="Prefers fax."))
+    embedded.promote(reviewer, "q", 1)  # a change that keeps the content
+    assert _item_contents(data_dir) == {"a": b"", "q": b""}
+    assert embedded.get(WRITER, "a").content == "Prefers phone calls."
+    assert embedded.get(WRITER, "q").content == "Prefers fax."
+    assert [h.item.content for h in embedded.search(WRITER, query("fax")).items] == ["Prefers fax."]
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")  # damage for the rebuild to repair
+    conn.execute("UPDATE memories SET confidence = 0.1, content = NULL WHERE id = 'a'")
+    conn.execute("DELETE FROM search_docs WHERE item = (SELECT rowid FROM memories WHERE id = 'q')")
+    conn.execute("DELETE FROM memories WHERE id = 'q'")
+    conn.commit()
+    conn.close()
+    assert not embedded.verify_replay().ok
+    assert embedded.maintenance.rebuild() == 2
+    assert _item_contents(data_dir) == {"a": b"", "q": b""}
+    assert embedded.verify_replay().ok
+
+    embedded.forget_subject(WRITER, "customer-1")
+    assert _item_contents(data_dir) == {"a": None, "q": None}
+    assert embedded.store.subject_key("acme", "customer-1") is None
+    assert embedded.store.get("acme", "a").content is None  # type: ignore[union-attr]
+    assert embedded.verify_replay().ok
+
+
+def test_an_item_whose_event_is_of_the_canonical_form_keeps_its_content_in_its_row(
+    data_dir: Path,
+) -> None:
+    """Items of a store written before migration 12 keep their content in their rows
+    through a change that keeps it (their events hold it in base64 only); a new version
+    takes it from its compact event."""
+    service = open_service(data_dir=data_dir, clock=FakeClock())
+    service.write(WRITER, body(id="q", trust="untrusted", content="Prefers fax."))
+    service.write(WRITER, body(id="a"))
+    service.store.close()
+    canonical_event_rows(data_dir / "gmem.sqlite3")
+    sealed = _item_contents(data_dir)
+    assert all(sealed.values())
+
+    reopened = open_service(data_dir=data_dir, clock=FakeClock())
+    try:
+        reopened.promote(principal(name="reviewer"), "q", 1)
+        reopened.write(WRITER, body(id="a", content="Prefers phone calls.", expected_version=1))
+        contents = _item_contents(data_dir)
+        assert contents == {"a": b"", "q": sealed["q"]}
+        assert reopened.get(WRITER, "q").content == "Prefers fax."
+        assert reopened.get(WRITER, "a").content == "Prefers phone calls."
+        assert reopened.maintenance.rebuild() == 2
+        assert _item_contents(data_dir) == contents
+        assert reopened.verify_replay().ok
+    finally:
+        reopened.store.close()
+
+
+def test_a_flipped_bit_in_the_content_an_item_takes_from_its_event_is_an_error(
+    embedded: MemoryService, data_dir: Path
+) -> None:
+    """The content an item reads from its compact event is authenticated like a copy in
+    its row: one bit changed there, and reading or finding the item raises."""
+    embedded.write(WRITER, body(id="a", content="Alpha content that must stay intact."))
+    assert _item_contents(data_dir) == {"a": b""}
+    conn = sqlite3.connect(data_dir / "gmem.sqlite3")
+    conn.execute("DROP TRIGGER events_refuse_update")
+    (blob,) = conn.execute("SELECT content FROM events WHERE memory_id = 'a'").fetchone()
+    flipped = bytearray(blob)
+    flipped[30] ^= 0x01
+    conn.execute("UPDATE events SET content = ? WHERE memory_id = 'a'", (bytes(flipped),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(CryptoError):
+        embedded.get(WRITER, "a")
+    with pytest.raises(CryptoError):
+        embedded.search(WRITER, query("alpha"))

@@ -1,4 +1,5 @@
-"""Items as the service wrote them before items had keys of their own ("legacy" items).
+"""Items as the service wrote them before items had keys of their own ("legacy" items),
+and event rows as SQLite stored them before the compact form (migration 12).
 
 Such an item's content is sealed directly under its subject's key (blob format 1, not
 padded) and it has no row in ``item_keys``. Stores upgraded from that time hold them; the
@@ -8,9 +9,12 @@ open and how erase and retention treat them.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from governed_memory.analysis import Analyzer
+from governed_memory.codec import EVENT_COLUMNS, canonical_columns
 from governed_memory.core import lifecycle
 from governed_memory.core.commands import WriteMemory
 from governed_memory.core.lifecycle import UNSEALED, Context, SealedContent
@@ -50,3 +54,39 @@ def write_legacy(
     state = store.get(tenant, memory_id)
     assert state is not None
     return state
+
+
+def canonical_event_rows(path: Path) -> int:
+    """Rewrite the compact event rows of the SQLite store at ``path`` into the canonical
+    form, and put the content of the items that take it from those events back in their
+    rows, as a store written before migration 12 holds them (the log's append-only
+    trigger set aside meanwhile, then put back). How many event rows it rewrote."""
+    conn = sqlite3.connect(path)
+    try:
+        (trigger,) = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'events_refuse_update'"
+        ).fetchone()
+        conn.execute("DROP TRIGGER events_refuse_update")
+        conn.execute(  # items held their content in their rows then
+            "UPDATE memories SET content = (SELECT e.content FROM events AS e "
+            "WHERE e.tenant_id = memories.tenant_id AND e.memory_id = memories.id "
+            "AND e.version = memories.content_version AND e.type = 'memory.written') "
+            "WHERE content = x''"
+        )
+        columns = ", ".join(EVENT_COLUMNS)  # the codec's constant names: no input
+        rows = conn.execute(
+            f"SELECT position, {columns}, content, content_hash FROM events "  # noqa: S608
+            "WHERE content IS NOT NULL"
+        ).fetchall()
+        for position, *stored in rows:
+            payload = canonical_columns(tuple(stored))[-1]
+            conn.execute(
+                "UPDATE events SET payload = ?, content = NULL, content_hash = NULL "
+                "WHERE position = ?",
+                (payload, position),
+            )
+        conn.execute(trigger)
+        conn.commit()
+    finally:
+        conn.close()
+    return len(rows)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from governed_memory.chain import GENESIS, next_hash
-from governed_memory.codec import EVENT_COLUMNS
+from governed_memory.codec import EVENT_COLUMNS, canonical_columns
 from governed_memory.codec import event_columns as _stored_columns
 from governed_memory.core.events import Event, StoredEvent
 from governed_memory.records import ChainLink
@@ -50,9 +50,14 @@ class Heads:
 
 
 def link_from_row(row: Sequence[Any]) -> ChainLink:
-    """A link from a row of ``position``, the event columns, ``prev_hash``, ``hash``."""
-    columns = tuple(row[1 : 1 + len(EVENT_COLUMNS)])
-    prev_hash, hash_ = row[1 + len(EVENT_COLUMNS) :]
+    """A link from a row of ``position``, the event columns (``codec.SPLIT_COLUMNS`` too
+    in a compact log: the link holds the canonical columns), ``prev_hash``, ``hash``."""
+    stored = tuple(row[1:-2])
+    try:
+        columns = canonical_columns(stored)
+    except (TypeError, ValueError):  # only an edited row: it then fails to verify, as stored
+        columns = stored[: len(EVENT_COLUMNS)]
+    prev_hash, hash_ = row[-2:]
     return ChainLink(
         int(row[0]), columns[_TENANT], columns, _bytes_or_none(prev_hash), _bytes_or_none(hash_)
     )

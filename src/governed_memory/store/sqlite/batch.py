@@ -21,6 +21,7 @@ from governed_memory.codec import (
     idempotency_from_row,
     idempotency_result,
     item_row,
+    stored_columns,
 )
 from governed_memory.core.events import StoredEvent
 from governed_memory.core.model import ItemState
@@ -32,7 +33,7 @@ from governed_memory.errors import (
     VersionConflict,
 )
 from governed_memory.records import SEARCH_INDEX, Batch, ItemChange, SubjectKey, serves_index
-from governed_memory.store.chain_links import Heads, event_columns
+from governed_memory.store.chain_links import Heads
 from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase, rollback, translate
@@ -114,16 +115,16 @@ class SQLiteBatches:
 
     def _apply(self, conn: sqlite3.Connection, batch: Batch, scopes: ScopeIds) -> list[StoredEvent]:
         self._check_keys(conn, batch)
+        stored = []
+        heads = Heads(partial(head_hash, conn))  # read inside this batch's savepoint
+        for event in batch.events:  # first: an item's row may point at its new event
+            columns, stored_row = stored_columns(event)
+            links = heads.link(event.tenant_id, columns)
+            (position,) = conn.execute(sql.INSERT_EVENT, (*stored_row, *links)).fetchone()
+            stored.append(StoredEvent(position, event))
         for change in batch.changes:
             rowid = self._write_item(conn, change)
             self._reindex(conn, change, rowid, scopes)
-        stored = []
-        heads = Heads(partial(head_hash, conn))  # read inside this batch's savepoint
-        for event in batch.events:
-            columns = event_columns(event)
-            links = heads.link(event.tenant_id, columns)
-            (position,) = conn.execute(sql.INSERT_EVENT, (*columns, *links)).fetchone()
-            stored.append(StoredEvent(position, event))
         if batch.idempotency is not None:
             record = batch.idempotency
             conn.execute(
@@ -202,9 +203,7 @@ class SQLiteBatches:
                 return int(rowid)
             except sqlite3.IntegrityError:
                 raise VersionConflict(item.id, 0, self._version(conn, item)) from None
-        found = conn.execute(
-            sql.UPDATE_ITEM, (*row[2:], item.tenant_id, item.id, change.expected_version)
-        ).fetchone()
+        found = conn.execute(sql.UPDATE_ITEM, (*row, change.expected_version)).fetchone()
         if found is None:
             raise VersionConflict(item.id, change.expected_version, self._version(conn, item))
         return int(found[0])

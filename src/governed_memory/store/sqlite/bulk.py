@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from functools import partial
 from itertools import count, islice
 
-from governed_memory.codec import idempotency_result
+from governed_memory.codec import idempotency_result, stored_columns
 from governed_memory.core.events import StoredEvent
 from governed_memory.records import IdempotencyRecord, ItemKey, TenantRebuild
-from governed_memory.store.chain_links import Heads, event_columns
+from governed_memory.store.chain_links import Heads
 from governed_memory.store.paging import require_ascending
 from governed_memory.store.rebuild_diff import Diff, Stored, compared, diff, load, needed_scopes
 from governed_memory.store.sqlite import sql
@@ -33,9 +33,9 @@ def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> No
         require_ascending(events, head)
         heads = Heads(partial(head_hash, conn))
         for stored in events:
-            columns = event_columns(stored.event)
+            columns, stored_row = stored_columns(stored.event)
             links = heads.link(stored.event.tenant_id, columns)
-            conn.execute(sql.IMPORT_EVENT, (stored.position, *columns, *links))
+            conn.execute(sql.IMPORT_EVENT, (stored.position, *stored_row, *links))
 
 
 def import_item_keys(database: SQLiteDatabase, keys: Sequence[ItemKey]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS
+from governed_memory.codec import API_KEY_COLUMNS, EVENT_COLUMNS, ITEM_COLUMNS, SPLIT_COLUMNS
 
 P = "?"
 EVERY_ROW: int | None = -1  # LIMIT -1 reads every row
@@ -27,17 +27,51 @@ def any_of(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
 
 
 COLUMNS = ", ".join(ITEM_COLUMNS)
-EVENT_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events"
+# Events are read with their split columns (codec.SPLIT_COLUMNS: NULL in a row of the
+# canonical form, written before migration 12) and written in the compact form.
+_STORED_EVENT = ", ".join((*EVENT_COLUMNS, *SPLIT_COLUMNS))
+EVENT_SELECT = f"SELECT position, {_STORED_EVENT} FROM events"
 
 # -- reads ----------------------------------------------------------------------------------
 
-ITEM_SELECT = f"SELECT {COLUMNS} FROM memories"
+# An item's sealed content is held once: in the compact memory.written event that wrote
+# its content version when that event holds the very same bytes (then the item's row has
+# the empty blob, x'', in its place), else in the row (NULL once destroyed). Every read of
+# an item takes it from the event through events_by_memory; every write of an item's row
+# stores x'' only after finding the same bytes in that event, so the two cannot differ.
+ITEM_CONTENT = (
+    "CASE m.content WHEN x'' THEN (SELECT e.content FROM events AS e "
+    "WHERE e.tenant_id = m.tenant_id AND e.memory_id = m.id AND e.version = m.content_version "
+    "AND e.type = 'memory.written') ELSE m.content END"
+)
+ITEM_READ = ", ".join(ITEM_CONTENT if c == "content" else f"m.{c}" for c in ITEM_COLUMNS)
+ITEM_SELECT = f"SELECT {ITEM_READ} FROM memories AS m"
+
+
+def stored_content(tenant: int, memory: int, content: int, version: int) -> str:
+    """What a write of an item's row stores as its content, given the numbers of the
+    parameters holding its tenant, id, sealed content and content version: x'' when the
+    compact event of that content version holds the same bytes, else the content."""
+    return (
+        f"CASE WHEN EXISTS (SELECT 1 FROM events AS e WHERE e.tenant_id = ?{tenant} "
+        f"AND e.memory_id = ?{memory} AND e.version = ?{version} "
+        f"AND e.type = 'memory.written' AND e.content = ?{content}) THEN x'' ELSE ?{content} END"
+    )
+
+
+def _item_values(first: int) -> list[str]:
+    """The numbered parameters of ITEM_COLUMNS from ``?first`` on, content as stored."""
+    number = {c: first + i for i, c in enumerate(ITEM_COLUMNS)}
+    content = stored_content(
+        number["tenant_id"], number["id"], number["content"], number["content_version"]
+    )
+    return [content if c == "content" else f"?{number[c]}" for c in ITEM_COLUMNS]
+
+
 # A write's two reads in one statement: the subject's key and the item's row (each NULL
 # when absent), joined to a one-row table so that the row always exists.
 WRITE_STATE = (
-    "SELECT k.key_id, k.wrapped, "
-    + ", ".join(f"m.{c}" for c in ITEM_COLUMNS)
-    + " FROM (SELECT 1) AS one "
+    "SELECT k.key_id, k.wrapped, " + ITEM_READ + " FROM (SELECT 1) AS one "
     "LEFT JOIN subject_keys AS k ON k.tenant_id = ? AND k.subject_id = ? "
     "LEFT JOIN memories AS m ON m.tenant_id = ? AND m.id = ?"
 )
@@ -92,14 +126,15 @@ MEMORY_EVENTS = (
     "AND subject_id = ? AND type = 'subject.forgotten' ORDER BY position"
 )
 # The hash chain (store/chain_links.py): stored events with their hashes, and a head.
-CHAIN_SELECT = "SELECT position, " + ", ".join(EVENT_COLUMNS) + ", prev_hash, hash FROM events"
+CHAIN_SELECT = f"SELECT position, {_STORED_EVENT}, prev_hash, hash FROM events"
 CHAIN_AFTER = CHAIN_SELECT + " WHERE position > ? ORDER BY position LIMIT ?"
 TENANT_CHAIN_AFTER = (
     CHAIN_SELECT + " WHERE tenant_id = ? AND position > ? ORDER BY position LIMIT ?"
 )
 TENANT_HEAD_HASH = "SELECT hash FROM events WHERE tenant_id = ? ORDER BY position DESC LIMIT 1"
-# Migration 8 links the events stored before the chain (chain_links.fill).
-UNCHAINED_EVENTS = EVENT_SELECT + " ORDER BY position"
+# Migration 8 links the events stored before the chain (chain_links.fill): all of them of
+# the canonical form, and read before migration 12 adds the split columns.
+UNCHAINED_EVENTS = "SELECT position, " + ", ".join(EVENT_COLUMNS) + " FROM events ORDER BY position"
 SET_CHAIN = "UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?"
 TENANTS = "SELECT DISTINCT tenant_id FROM events ORDER BY tenant_id"
 HEAD = "SELECT coalesce(max(position), 0) FROM events"
@@ -147,13 +182,13 @@ DESTROY_ITEM_KEYS = "DELETE FROM item_keys WHERE tenant_id = ? AND subject_id = 
 SUBJECT_LEFT = (
     "SELECT 1 FROM memories WHERE tenant_id = ? AND subject_id = ? AND status != 'deleted' LIMIT 1"
 )
+_EVENT_MARKS = marks(len(EVENT_COLUMNS) + len(SPLIT_COLUMNS) + 2)
 INSERT_EVENT = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
-    f"VALUES ({marks(len(EVENT_COLUMNS) + 2)}) RETURNING position"
+    f"INSERT INTO events ({_STORED_EVENT}, prev_hash, hash) "
+    f"VALUES ({_EVENT_MARKS}) RETURNING position"
 )
 IMPORT_EVENT = (
-    f"INSERT INTO events (position, {', '.join(EVENT_COLUMNS)}, prev_hash, hash) "
-    f"VALUES ({marks(len(EVENT_COLUMNS) + 3)})"
+    f"INSERT INTO events (position, {_STORED_EVENT}, prev_hash, hash) VALUES (?, {_EVENT_MARKS})"
 )
 INSERT_IDEMPOTENCY = (
     "INSERT INTO idempotency (tenant_id, credential, key, fingerprint, result, position) "
@@ -162,12 +197,17 @@ INSERT_IDEMPOTENCY = (
 # A new item is a plain INSERT: the unique (tenant_id, id) refuses it when the id exists.
 # A change is an UPDATE guarded by the version it was decided on; matching no row fails.
 INSERT_ITEM = (
-    f"INSERT INTO memories ({COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS))}) RETURNING rowid"
+    f"INSERT INTO memories ({COLUMNS}) VALUES ({', '.join(_item_values(1))}) RETURNING rowid"
 )
+# Parameters: ITEM_COLUMNS (the row as item_row makes it), then the version it was decided on.
 UPDATE_ITEM = (
     "UPDATE memories SET "
-    + ", ".join(f"{c} = ?" for c in ITEM_COLUMNS[2:])
-    + " WHERE tenant_id = ? AND id = ? AND version = ? RETURNING rowid"
+    + ", ".join(
+        f"{c} = {v}"
+        for c, v in zip(ITEM_COLUMNS, _item_values(1), strict=True)
+        if c not in ("tenant_id", "id")
+    )
+    + f" WHERE tenant_id = ?1 AND id = ?2 AND version = ?{len(ITEM_COLUMNS) + 1} RETURNING rowid"
 )
 
 # -- the search index -----------------------------------------------------------------------
@@ -300,7 +340,7 @@ def eligible_items(items: int) -> str:
 REBUILD_SCOPES = (
     "SELECT id, agent_id, purpose, documents, total_length FROM scopes WHERE tenant_id = ?"
 )
-REBUILD_ITEMS = f"SELECT rowid, {COLUMNS} FROM memories WHERE tenant_id = ?"
+REBUILD_ITEMS = f"SELECT m.rowid, {ITEM_READ} FROM memories AS m WHERE m.tenant_id = ?"
 REBUILD_DOCUMENTS = (
     "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
     "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
@@ -320,9 +360,12 @@ def scopes_vectors(scopes: int) -> str:
 
 NEW_SCOPE = "INSERT INTO scopes (tenant_id, agent_id, purpose) VALUES (?, ?, ?) RETURNING id"
 TOP_ROWID = "SELECT coalesce(max(rowid), 0) FROM memories"
-LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES ({marks(len(ITEM_COLUMNS) + 1)})"
+LOAD_ITEM = f"INSERT INTO memories (rowid, {COLUMNS}) VALUES (?1, {', '.join(_item_values(2))})"
+# Parameters: ITEM_COLUMNS, then the rowid.
 REWRITE_ITEM = (
-    "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in ITEM_COLUMNS) + " WHERE rowid = ?"
+    "UPDATE memories SET "
+    + ", ".join(f"{c} = {v}" for c, v in zip(ITEM_COLUMNS, _item_values(1), strict=True))
+    + f" WHERE rowid = ?{len(ITEM_COLUMNS) + 1}"
 )
 DELETE_ITEM = "DELETE FROM memories WHERE rowid = ?"
 LOAD_VECTOR = INSERT_VECTOR
