@@ -120,7 +120,11 @@ class SQLiteBatches:
         for event in batch.events:  # first: an item's row may point at its new event
             columns, stored_row = stored_columns(event)
             links = heads.link(event.tenant_id, columns)
-            (position,) = conn.execute(sql.INSERT_EVENT, (*stored_row, *links)).fetchone()
+            try:
+                (position,) = conn.execute(sql.INSERT_EVENT, (*stored_row, *links)).fetchone()
+            except sqlite3.IntegrityError:
+                self._refuse_stale(conn, batch)  # a stale change is the batch's refusal
+                raise
             stored.append(StoredEvent(position, event))
         for change in batch.changes:
             rowid = self._write_item(conn, change)
@@ -207,6 +211,16 @@ class SQLiteBatches:
         if found is None:
             raise VersionConflict(item.id, change.expected_version, self._version(conn, item))
         return int(found[0])
+
+    def _refuse_stale(self, conn: sqlite3.Connection, batch: Batch) -> None:
+        """Raise :class:`VersionConflict` for the first change whose item is not at the
+        version the batch expects. The events go in before the items (an item's row points
+        at its event), so a batch that an event's unique key refuses is classified here as
+        it would be by its items' guards, had they come first."""
+        for change in batch.changes:
+            found = self._version(conn, change.item)
+            if found != change.expected_version:
+                raise VersionConflict(change.item.id, change.expected_version, found)
 
     @staticmethod
     def _version(conn: sqlite3.Connection, item: ItemState) -> int:
