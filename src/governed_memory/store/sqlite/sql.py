@@ -301,6 +301,7 @@ REBUILD_SCOPES = (
     "SELECT id, agent_id, purpose, documents, total_length FROM scopes WHERE tenant_id = ?"
 )
 REBUILD_ITEMS = f"SELECT rowid, {COLUMNS} FROM memories WHERE tenant_id = ?"
+TENANT_ITEM_COUNT = "SELECT count(*) FROM memories WHERE tenant_id = ?"
 REBUILD_DOCUMENTS = (
     "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
     "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
