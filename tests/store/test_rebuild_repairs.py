@@ -223,6 +223,16 @@ DAMAGES = [
         ),
     ),
     Damage(
+        # (impact - 1) << 31 | (item + 2**31) == impact << 31 | item: a check that packed
+        # the two into one integer without bounding the item would see no difference
+        "a posting's impact and item both altered, to the same packed value",
+        (
+            "UPDATE postings SET impact = impact - 1, item = item + 2147483648 "
+            "WHERE (scope, term, impact, item) IN "
+            f"(SELECT scope, term, impact, item FROM postings WHERE item = {ITEM} LIMIT 1)",
+        ),
+    ),
+    Damage(
         "a posting moved to another scope of the tenant",
         (
             f"UPDATE postings SET scope = {SALES} WHERE (scope, term, impact, item) IN "

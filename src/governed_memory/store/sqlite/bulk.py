@@ -25,7 +25,15 @@ from governed_memory.records import (
 )
 from governed_memory.store.chain_links import Heads, event_columns
 from governed_memory.store.paging import require_ascending
-from governed_memory.store.rebuild_diff import Diff, Stored, compared, diff, load, needed_scopes
+from governed_memory.store.rebuild_diff import (
+    Diff,
+    Posting,
+    Stored,
+    compared,
+    diff,
+    load,
+    needed_scopes,
+)
 from governed_memory.store.search_rows import StoredTerms, _terms
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
@@ -215,12 +223,20 @@ def _stored(
             }
     ids = [scope for scope, _, _ in existing]  # a scope made just now holds nothing yet
     if ids:
-        stored.postings = conn.execute(sql.scopes_postings(len(ids)), ids).fetchall()
+        stored.packed = {
+            scope: conn.execute(sql.PACKED_POSTINGS, (scope,)).fetchall() for scope in ids
+        }
+        stored.full = partial(_postings, conn, ids)
         stored.vectors = {
             item: (scope, vector)
             for item, scope, vector in conn.execute(sql.scopes_vectors(len(ids)), ids)
         }
     return stored
+
+
+def _postings(conn: sqlite3.Connection, scopes: list[int]) -> list[Posting]:
+    """Every posting of ``scopes``, as rows."""
+    return conn.execute(sql.scopes_postings(len(scopes)), scopes).fetchall()
 
 
 def _write(conn: sqlite3.Connection, writes: Diff) -> None:

@@ -309,6 +309,15 @@ REBUILD_DOCUMENTS = (
 )
 
 
+#: A scope's postings packed (rebuild_diff.Packed): (term, impact << 31 | item), the
+#: second NULL for an item or impact outside the ranges that keep the packing exact.
+PACKED_POSTINGS = (
+    "SELECT term, CASE WHEN item >= 0 AND item < 2147483648 "
+    "AND impact >= 0 AND impact < 4294967296 THEN (impact << 31) | item END "
+    "FROM postings WHERE scope = ?"
+)
+
+
 def scopes_postings(scopes: int) -> str:
     """Every posting of ``scopes`` scopes (read through the primary key)."""
     return f"SELECT scope, term, impact, item FROM postings WHERE scope IN ({marks(scopes)})"
