@@ -34,7 +34,7 @@ from governed_memory.store.rebuild_diff import (
     load,
     needed_scopes,
 )
-from governed_memory.store.search_rows import StoredTerms, _terms
+from governed_memory.store.search_rows import StoredTerms
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -74,7 +74,7 @@ class Held:
             found[memory_id] = IndexedContent(
                 int(row[_CONTENT_VERSION]),
                 str(row[_CONTENT_HASH]),
-                IndexDoc(StoredTerms(_terms(terms, tfs), (terms, tfs)), int(document[2])),
+                IndexDoc(StoredTerms.read(terms, tfs), int(document[2])),
             )
         return found
 
