@@ -142,7 +142,7 @@ class SQLiteStore(SQLReads, SQLSessions):
         if held is None:
             return super().index_entries(tenant_id)
         held.pop(tenant_id, None)
-        room = rebuild_diff.COMPARED_ITEMS - sum(len(h.items) for h in held.values())
+        room = rebuild_diff.COMPARED_ITEMS - sum(len(h.items) for h in list(held.values()))
         rows = bulk.held_rows(self.database, tenant_id, room)
         if rows is None:  # too large to keep: its swap reads its rows
             return super().index_entries(tenant_id)
