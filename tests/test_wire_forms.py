@@ -244,3 +244,21 @@ def test_the_client_knows_every_slug_of_the_tree_and_nothing_else() -> None:
         and not issubclass(cls, errors.StoreSignal)
     ]
     assert set(BY_TYPE) == {cls.slug for cls in leaving}
+
+
+@given(
+    st.text(min_size=1),
+    st.text(min_size=1),
+    st.none() | st.text(min_size=1),
+)
+def test_an_items_stored_provenance_is_the_compact_json_of_its_fields(
+    source: str, ref: str, version: str | None
+) -> None:
+    """The provenance column an item's row stores is exactly the compact, key-sorted JSON
+    of its fields, whatever they hold (quotes, controls, non-ASCII): a rebuild compares
+    stored rows with the rows it makes, and a different spelling would rewrite them."""
+    from governed_memory.codec import _compact_json, _provenance_json
+
+    provenance = Provenance(source=source, ref=ref, version=version)
+    expected = json.dumps(provenance.as_dict(), separators=(",", ":"), sort_keys=True)
+    assert _provenance_json(provenance) == expected == _compact_json(provenance.as_dict())

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from typing import Any
 
@@ -56,6 +57,8 @@ class CodecError(ValueError):
 #: sort_keys=True)``: the stored text of payloads (the hash chain digests it) and
 #: provenances. One encoder, not one per call as ``json.dumps`` makes with these options.
 _compact_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+#: A string as that encoder writes it (``ensure_ascii``: the same C function).
+_quoted: Callable[[str], str] = encode_basestring_ascii
 
 
 def _b64(blob: bytes | None) -> str | None:
@@ -153,40 +156,65 @@ def _columns(event: Event, payload: str) -> tuple[Any, ...]:
 
 def event_from_row(row: EventRow) -> Event:
     """The event a stored row holds; :class:`CodecError` if it is not a valid event."""
-    if row.schema_version != SCHEMA_VERSION:
-        raise CodecError(f"unknown event schema version {row.schema_version}")
+    return event_from_columns(event_values(row))
+
+
+def event_from_columns(columns: tuple[Any, ...]) -> Event:
+    """The event of a stored row's columns in :data:`EVENT_COLUMNS` order (as a driver
+    reads them: a rebuild decodes every event of the log, without an :class:`EventRow`
+    for each); :class:`CodecError` if they are not a valid event."""
+    (
+        event_id,
+        event_type,
+        tenant_id,
+        memory_id,
+        _subject_id,
+        version,
+        occurred_at,
+        actor,
+        idempotency_key,
+        schema_version,
+        text,
+    ) = columns
+    if schema_version != SCHEMA_VERSION:
+        raise CodecError(f"unknown event schema version {schema_version}")
     try:
-        payload = json.loads(row.payload)
-        cls = EVENT_TYPES.get(row.type)
+        payload = json.loads(text)
+        cls = EVENT_TYPES.get(event_type)
         if cls is MemoryWritten:  # most of a log: built in one call, without the dict below
-            return _written_from(payload, row)
+            if memory_id is None or version is None:
+                raise CodecError(f"{event_type} without memory id or version")
+            key = idempotency_key
+            return _written_from(
+                payload, event_id, tenant_id, memory_id, version, occurred_at, actor, key
+            )
         common: dict[str, Any] = {
-            "event_id": row.event_id,
-            "tenant_id": row.tenant_id,
-            "occurred_at": from_micros(row.occurred_at),
-            "actor": row.actor,
-            "idempotency_key": row.idempotency_key,
+            "event_id": event_id,
+            "tenant_id": tenant_id,
+            "occurred_at": from_micros(occurred_at),
+            "actor": actor,
+            "idempotency_key": idempotency_key,
         }
         if cls is None:
-            raise CodecError(f"unknown event type {row.type!r}")
+            raise CodecError(f"unknown event type {event_type!r}")
         if cls is SubjectForgotten:
             return SubjectForgotten(
                 memory_id=None, version=None, subject_id=payload["subject_id"], **common
             )
-        if row.memory_id is None or row.version is None:
-            raise CodecError(f"{row.type} without memory id or version")
-        common |= {"memory_id": row.memory_id, "version": row.version}
+        if memory_id is None or version is None:
+            raise CodecError(f"{event_type} without memory id or version")
+        common |= {"memory_id": memory_id, "version": version}
         if cls is MemoryRejected:
             return MemoryRejected(reason=_unb64(payload.get("reason")), **common)
         if cls is MemorySuperseded:
             return MemorySuperseded(superseded_by=payload["superseded_by"], **common)
         if cls is MemoryContentDestroyed and payload["cause"] != RETENTION:
-            raise CodecError(f"unknown cause of {row.type}")
+            raise CodecError(f"unknown cause of {event_type}")
         return cls(**common)  # the rest carry nothing but the header (and a known cause)
     except CodecError:
         raise
     except (KeyError, TypeError, ValueError) as error:
-        raise CodecError(f"malformed {row.type} event: {type(error).__name__}") from None
+        raise CodecError(f"malformed {event_type} event: {type(error).__name__}") from None
 
 
 # The members of each enum by value: a dict lookup (a KeyError for an unknown value)
@@ -196,21 +224,28 @@ _TRUSTS = {member.value: member for member in Trust}
 _STATUSES = {member.value: member for member in Status}
 
 
-def _written_from(payload: Mapping[str, Any], row: EventRow) -> MemoryWritten:
+def _written_from(
+    payload: Mapping[str, Any],
+    event_id: str,
+    tenant_id: str,
+    memory_id: str,
+    version: int,
+    occurred_at: int,
+    actor: str,
+    key: str | None,
+) -> MemoryWritten:
     """A ``memory.written`` event from its payload and the columns every event has."""
-    if row.memory_id is None or row.version is None:
-        raise CodecError(f"{row.type} without memory id or version")
     content = _unb64(payload["content"])
     if content is None:
         raise CodecError("memory.written without content")
     return MemoryWritten(
-        event_id=row.event_id,
-        tenant_id=row.tenant_id,
-        memory_id=row.memory_id,
-        version=row.version,
-        occurred_at=from_micros(row.occurred_at),
-        actor=row.actor,
-        idempotency_key=row.idempotency_key,
+        event_id=event_id,
+        tenant_id=tenant_id,
+        memory_id=memory_id,
+        version=version,
+        occurred_at=from_micros(occurred_at),
+        actor=actor,
+        idempotency_key=key,
         agent_id=payload["agent_id"],
         subject_id=payload["subject_id"],
         purpose=payload["purpose"],
@@ -348,10 +383,10 @@ def _compact_values(payload: str) -> list[Any]:
 def stored_event_from_row(row: tuple[Any, ...]) -> StoredEvent:
     """A stored event from a row of ``position``, :data:`EVENT_COLUMNS` and optionally
     :data:`SPLIT_COLUMNS` (``NULL`` or absent in a row of the canonical form)."""
-    event_row_ = EventRow(*row[1 : 1 + _SPLIT])
     content, content_hash = row[1 + _SPLIT : 3 + _SPLIT] or (None, None)
-    if content is None:
-        return StoredEvent(row[0], event_from_row(event_row_))
+    if content is None:  # a row of the canonical form: decoded from the driver's columns
+        return StoredEvent(row[0], event_from_columns(row[1 : 1 + _SPLIT]))
+    event_row_ = EventRow(*row[1 : 1 + _SPLIT])
     if event_row_.type != MemoryWritten.type or event_row_.schema_version != SCHEMA_VERSION:
         raise CodecError(f"a compact row of a {event_row_.type} event")
     try:
@@ -410,8 +445,14 @@ ITEM_COLUMNS = (
 )
 
 
-#: The stored text of a provenance (a rebuild writes every item's row).
-_provenance_json = _compact_json
+def _provenance_json(provenance: Provenance) -> str:
+    """The stored text of a provenance, exactly ``_compact_json(provenance.as_dict())``,
+    written out directly when its fields are strings (a rebuild makes every item's row)."""
+    source, ref, version = provenance.source, provenance.ref, provenance.version
+    if type(source) is str and type(ref) is str and (version is None or type(version) is str):
+        last = "null" if version is None else _quoted(version)
+        return f'{{"ref":{_quoted(ref)},"source":{_quoted(source)},"version":{last}}}'
+    return _compact_json(provenance.as_dict())
 
 
 def item_row(item: ItemState) -> tuple[Any, ...]:
@@ -426,7 +467,7 @@ def item_row(item: ItemState) -> tuple[Any, ...]:
         item.content,
         item.content_version,
         item.content_hash,
-        _provenance_json(item.provenance.as_dict()),
+        _provenance_json(item.provenance),
         item.trust.value,
         item.confidence,
         to_micros(item.created_at),

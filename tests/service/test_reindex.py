@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
 
 from governed_memory.core.events import StoredEvent
 from governed_memory.crypto import Keyring
-from governed_memory.service import MemoryService
+from governed_memory.errors import StoreUnavailable
+from governed_memory.records import TenantRebuild
+from governed_memory.service import MemoryService, reindex
 from governed_memory.service.indexing import SearchSettings
 from governed_memory.store.memory import MemoryStore
 from tests.support.embedder import FakeEmbedder
@@ -99,3 +104,47 @@ def test_a_rebuild_under_steady_writes_to_many_tenants_still_finishes() -> None:
         page = service.browse(writers[tenant], limit=200)
         assert len(page.items) == written[tenant]
     assert service.verify_replay().differences == []
+
+
+class ThresholdsSeen(MemoryStore):
+    """A store that notes the garbage collector's thresholds at each swap, and can fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, int, int]] = []
+        self.fail = fail
+
+    def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
+        self.seen.append(gc.get_threshold())
+        if self.fail:
+            raise StoreUnavailable("the disk is gone")
+        return super().rebuild(tenants)
+
+
+def test_a_rebuild_collects_garbage_less_often_and_restores_the_thresholds() -> None:
+    """While a rebuild runs, CPython collects its youngest generation every
+    ``REBUILD_GC_THRESHOLD`` allocations instead of the process's own threshold; the
+    process's thresholds are back when it ends, whether it finished or failed."""
+    before = gc.get_threshold()
+    for fail in (False, True):
+        store = ThresholdsSeen(fail)
+        service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+        service.write(WRITER, body(id="a", content="email"))
+        if fail:
+            with pytest.raises(StoreUnavailable):
+                service.maintenance.rebuild()
+        else:
+            assert service.maintenance.rebuild() == 1
+        assert store.seen == [(reindex.REBUILD_GC_THRESHOLD, *before[1:])]
+        assert gc.get_threshold() == before
+
+
+def test_overlapping_rebuilds_restore_the_thresholds_only_when_the_last_ends() -> None:
+    """Rebuilds may overlap on several threads: the first to end leaves the raised
+    threshold to the one still running, and the last restores the process's own."""
+    before = gc.get_threshold()
+    with reindex._fewer_collections():
+        with reindex._fewer_collections():
+            assert gc.get_threshold()[0] == reindex.REBUILD_GC_THRESHOLD
+        assert gc.get_threshold()[0] == reindex.REBUILD_GC_THRESHOLD
+    assert gc.get_threshold() == before

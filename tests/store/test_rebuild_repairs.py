@@ -23,7 +23,7 @@ from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store import rebuild_diff
 from governed_memory.store.search_rows import _terms
-from governed_memory.store.sqlite import SQLiteStore
+from governed_memory.store.sqlite import SQLiteStore, sql
 from tests.conftest import make_store
 from tests.support.fakes import FakeClock, body, principal, query
 
@@ -223,6 +223,16 @@ DAMAGES = [
         ),
     ),
     Damage(
+        # (impact - 1) << 31 | (item + 2**31) == impact << 31 | item: a check that packed
+        # the two into one integer without bounding the item would see no difference
+        "a posting's impact and item both altered, to the same packed value",
+        (
+            "UPDATE postings SET impact = impact - 1, item = item + 2147483648 "
+            "WHERE (scope, term, impact, item) IN "
+            f"(SELECT scope, term, impact, item FROM postings WHERE item = {ITEM} LIMIT 1)",
+        ),
+    ),
+    Damage(
         "a posting moved to another scope of the tenant",
         (
             f"UPDATE postings SET scope = {SALES} WHERE (scope, term, impact, item) IN "
@@ -352,3 +362,47 @@ def _versions(store: Store) -> object:
             table: sorted(conn.execute(f"SELECT ctid::text, xmin::text FROM {table}").fetchall())
             for table in tables
         }
+
+
+def test_rows_damaged_between_a_tenants_fold_and_its_swap_are_still_repaired(
+    service: MemoryService, store: Store
+) -> None:
+    """A tenant's rows may be read with its index entries, before its fold, and kept for
+    its swap; a row changed meanwhile by another connection (here an item's column and a
+    document's, behind the service's back, with no event) is still found and repaired:
+    the swap reads the rows again once anything was committed since."""
+    before = projection(store)
+    original = store.rebuild
+
+    def damaged_first(tenants: Any) -> set[str]:
+        run(
+            store,
+            f"UPDATE memories SET confidence = 0.5 WHERE rowid = {ITEM}",
+            f"UPDATE search_docs SET length = length + 1 WHERE item = {OTHER}",
+        )
+        return original(tenants)
+
+    store.rebuild = damaged_first  # type: ignore[method-assign]
+    service.maintenance.rebuild()
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_a_quiet_sqlite_swap_reads_no_item_or_document_row_under_the_write_lock(
+    tmp_path: Path,
+) -> None:
+    """SQLite: over a store nobody writes to during the rebuild, each tenant's item and
+    document rows are read once, in the snapshot its index entries come from, not again
+    by its swap under the write lock; and the projection is still the fold's."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    for tenant in (ACME, GLOBEX):
+        for number in range(3):
+            service.write(tenant, body(id=f"m{number}", content=f"Email habit {number}."))
+    before, statements = projection(store), []
+    store.database.writer.set_trace_callback(statements.append)
+    assert service.maintenance.rebuild() == 6
+    store.database.writer.set_trace_callback(None)
+    reads = [sql.REBUILD_ITEMS.split("?")[0], sql.REBUILD_DOCUMENTS.split("?")[0]]
+    assert [s for s in statements if s.startswith(tuple(reads))] == []
+    assert projection(store) == before

@@ -22,7 +22,10 @@ the new signature once every tenant is done.
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from governed_memory.core.events import Event, StoredEvent
@@ -53,6 +56,13 @@ KEY_PAGE = 5_000
 SWAP_ITEMS = 10_000
 #: Items indexed between two progress reports.
 PROGRESS_STEP = 256
+#: CPython's threshold for collecting its youngest generation while a rebuild runs (its
+#: default is 700 allocations). A rebuild allocates millions of short-lived rows and
+#: tuples, none of them in cycles, and every collection that reaches the oldest
+#: generation walks every object alive, the tenants' rows it holds included: collecting
+#: less often leaves the same garbage (freed by reference counting as before) for about
+#: a tenth less CPU. The process's own thresholds are back when the last rebuild ends.
+REBUILD_GC_THRESHOLD = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +115,7 @@ class Rebuild:
         self._tenants = len(tenants)
         self._progress()
         total = 0
-        with self._store.rebuilding():
+        with _fewer_collections(), self._store.rebuilding():
             pending: list[_Tenant] = []
             size = 0
             for tenant_id in tenants:
@@ -179,6 +189,35 @@ class Rebuild:
                 made[(item.id, item.content_version)] = entry
             self._indexed += len(active[start : start + PROGRESS_STEP])
             self._progress()
+
+
+class _Collections:
+    """How many rebuilds of this process are running, and the garbage collector's
+    thresholds before the first of them began."""
+
+    lock = threading.Lock()
+    running = 0
+    saved: tuple[int, int, int] = gc.get_threshold()
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Around a rebuild: the youngest generation collected every
+    :data:`REBUILD_GC_THRESHOLD` allocations; the thresholds found are back when the last
+    rebuild running in this process ends (rebuilds on several threads may overlap)."""
+    with _Collections.lock:
+        if _Collections.running == 0:
+            _Collections.saved = gc.get_threshold()
+            first = _Collections.saved[0]
+            gc.set_threshold(max(first, REBUILD_GC_THRESHOLD), *_Collections.saved[1:])
+        _Collections.running += 1
+    try:
+        yield
+    finally:
+        with _Collections.lock:
+            _Collections.running -= 1
+            if _Collections.running == 0:
+                gc.set_threshold(*_Collections.saved)
 
 
 def active_keys(store: Store, tenant: str, active: list[ItemState]) -> KeyCache:

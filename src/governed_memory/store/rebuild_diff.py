@@ -28,6 +28,9 @@ from governed_memory.core.model import ItemState
 from governed_memory.records import IndexDoc, ItemChange
 from governed_memory.store.impact import impact_rows
 
+_LENGTH_MASK = (1 << 16) - 1
+_TF_SHIFT = 16  # a posting's impact is tf << 16 | (65535 - length): store/impact.py
+
 ScopeKey = tuple[str, str]  # (agent, purpose) within a tenant
 Posting = tuple[int, int, int, int]  # (scope, term, impact, item)
 #: Items whose rows an empty projection's load builds and writes at once.
@@ -39,6 +42,14 @@ LOAD_CHUNK = 2_048
 COMPARED_ITEMS = 10_000
 #: A backend's search_docs row of an item: (rowid, scope, item, index entry) -> the row.
 DocumentRow = Callable[[int, int, ItemState, IndexDoc], tuple[Any, ...]]
+#: A posting of a known scope as (term, impact << 31 | item): one tuple of two integers,
+#: cheaper to read and compare than (scope, term, impact, item). Exact (one-to-one) while
+#: 0 <= item < 2**31 and 0 <= impact < 2**32; a backend reads a posting outside those
+#: ranges as (term, None), which no folded posting equals.
+Packed = tuple[int, int | None]
+#: The largest row id (exclusive) a packed posting holds.
+PACKED_ITEMS = 1 << 31
+_PACKED_SHIFT = 31
 
 
 @dataclass
@@ -53,10 +64,15 @@ class Stored:
     postings: list[Posting] = field(default_factory=list)
     vectors: dict[int, tuple[int, bytes]] = field(default_factory=dict)
     scopes: dict[ScopeKey, tuple[int, int, int]] = field(default_factory=dict)
+    #: A backend may give the postings packed instead, by scope (:data:`Packed`), with
+    #: ``full`` to read them as :data:`Posting` rows should any of them differ.
+    packed: dict[int, list[Packed]] | None = None
+    full: Callable[[], list[Posting]] | None = None
 
     def empty(self) -> bool:
         """Whether the tenant has no projection rows (scopes aside): nothing to compare."""
-        return not (self.items or self.documents or self.postings or self.vectors)
+        packed = self.packed is not None and any(self.packed.values())
+        return not (self.items or self.documents or self.postings or packed or self.vectors)
 
 
 @dataclass
@@ -110,12 +126,17 @@ def diff(
     scope a searchable item is in; ``allocate(n)`` gives ``n`` fresh row ids."""
     out = Diff()
     scopes = {key: scope for key, (scope, _, _) in stored.scopes.items()}
-    fresh = iter(allocate(sum(1 for c in changes if c.item.id not in stored.items)))
+    fresh_ids = allocate(sum(1 for c in changes if c.item.id not in stored.items))
+    fresh = iter(fresh_ids)
     kept: set[int] = set()
     documents: dict[int, tuple[Any, ...]] = {}
+    packed: dict[int, set[Packed]] | None = None
+    if stored.packed is not None and max(fresh_ids, default=0) < PACKED_ITEMS:
+        packed = {scope: set() for scope in scopes.values()}
     postings: set[Posting] = set()
     vectors: dict[int, tuple[int, bytes]] = {}
     totals = {scope: [0, 0] for scope in scopes.values()}
+    searchable: list[tuple[int, int, IndexDoc]] = []
     for change in changes:
         item, index = change.item, change.index
         row = item_row(item)
@@ -132,7 +153,15 @@ def diff(
             continue
         scope = scopes[(item.agent_id, item.purpose)]
         documents[rowid] = document_row(rowid, scope, item, index)
-        postings.update(impact_rows(rowid, scope, index))
+        if packed is not None and rowid < PACKED_ITEMS:
+            packed[scope].update(packed_rows(rowid, index))
+            searchable.append((rowid, scope, index))
+        else:
+            packed = None
+            postings.update(impact_rows(rowid, scope, index))
+            for earlier, its_scope, entry in searchable:  # were packed: now as rows
+                postings.update(impact_rows(earlier, its_scope, entry))
+            searchable.clear()
         if index.vector is not None:
             vectors[rowid] = (scope, index.vector)
         total = totals[scope]
@@ -140,7 +169,13 @@ def diff(
         total[1] += index.length
     out.deleted_items = [rowid for rowid, _ in stored.items.values() if rowid not in kept]
     _documents(out, stored.documents, documents)
-    _postings(out, stored.postings, postings)
+    if packed is not None and stored.packed is not None and stored.full is not None:
+        if not _same_packed(stored.packed, packed):
+            for rowid, scope, entry in searchable:
+                postings.update(impact_rows(rowid, scope, entry))
+            _postings(out, stored.full(), postings)
+    else:
+        _postings(out, stored.full() if stored.full is not None else stored.postings, postings)
     _vectors(out, stored.vectors, vectors)
     for scope, n, length in stored.scopes.values():
         count, total_length = totals[scope]
@@ -197,6 +232,27 @@ def _documents(
             out.touched.add(row[1])
 
 
+def packed_rows(rowid: int, index: IndexDoc) -> list[Packed]:
+    """An item's postings as :data:`Packed` (``rowid`` below :data:`PACKED_ITEMS`)."""
+    length = index.length
+    if not 0 <= length <= _LENGTH_MASK:  # as impact_rows: every tf is at most the length
+        raise ValueError(f"an item's length {length} is out of range")
+    low = ((_LENGTH_MASK - length) << _PACKED_SHIFT) | rowid
+    shift = _TF_SHIFT + _PACKED_SHIFT
+    terms = index.terms
+    return list(zip(terms, [(tf << shift) | low for tf in terms.values()], strict=True))
+
+
+def _same_packed(stored: Mapping[int, list[Packed]], wanted: Mapping[int, set[Packed]]) -> bool:
+    """Whether each scope holds exactly the wanted postings (a scope's rows are unique:
+    its primary key), so as many as are wanted, all of them wanted, is the same set."""
+    for scope, rows in stored.items():
+        expected = wanted.get(scope, set())
+        if len(rows) != len(expected) or not expected.issuperset(rows):
+            return False
+    return all(not rows or scope in stored for scope, rows in wanted.items())
+
+
 def _postings(out: Diff, stored: list[Posting], wanted: set[Posting]) -> None:
     """The postings to delete and to add. ``stored`` holds no posting twice (the primary
     key), so as many as are wanted, all of them wanted, means the very same set."""
@@ -222,4 +278,14 @@ def _vectors(
             out.new_vectors.append((rowid, *vector))
 
 
-__all__ = ["LOAD_CHUNK", "Diff", "Stored", "diff", "load", "needed_scopes"]
+__all__ = [
+    "LOAD_CHUNK",
+    "PACKED_ITEMS",
+    "Diff",
+    "Packed",
+    "Stored",
+    "diff",
+    "load",
+    "needed_scopes",
+    "packed_rows",
+]

@@ -10,6 +10,7 @@ row id, so verify can name it.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from governed_memory.records import IndexDoc, IndexedContent, SearchRows
@@ -52,9 +53,15 @@ class StoredTerms(dict[int, int]):
 
     __slots__ = ("stored",)
 
-    def __init__(self, terms: dict[int, int], stored: tuple[Any, Any]) -> None:
+    def __init__(self, terms: Iterable[tuple[int, int]], stored: tuple[Any, Any]) -> None:
         super().__init__(terms)
         self.stored = stored
+
+    @classmethod
+    def read(cls, terms: Any, tfs: Any) -> StoredTerms:
+        """The terms of a document's two columns as read (see :func:`_terms`), unpacked
+        straight into the mapping."""
+        return cls(_pairs(terms, tfs), (terms, tfs))
 
 
 def index_entries(
@@ -66,7 +73,7 @@ def index_entries(
         memory_id: IndexedContent(
             int(version),
             str(content_hash),
-            IndexDoc(StoredTerms(_terms(terms, tfs), (terms, tfs)), int(length)),
+            IndexDoc(StoredTerms.read(terms, tfs), int(length)),
         )
         for memory_id, version, content_hash, length, terms, tfs in rows
     }
@@ -104,12 +111,16 @@ def _terms(
 ) -> dict[int, int]:
     """A document's terms and their frequencies: packed blobs of 64-bit and 16-bit
     integers (SQLite), or two arrays (PostgreSQL)."""
+    return dict(_pairs(terms, tfs))
+
+
+def _pairs(
+    terms: bytes | memoryview | list[int], tfs: bytes | memoryview | list[int]
+) -> Iterator[tuple[int, int]]:
+    """(term, frequency) of each of a document's terms, as :func:`_terms` reads them."""
     if isinstance(terms, list) and isinstance(tfs, list):
-        return {int(term): int(tf) for term, tf in zip(terms, tfs, strict=True)}
-    packed_terms, packed_tfs = array("q"), array("H")
-    packed_terms.frombytes(bytes(terms))
-    packed_tfs.frombytes(bytes(tfs))
-    return dict(zip(packed_terms, packed_tfs, strict=True))
+        return zip(map(int, terms), map(int, tfs), strict=True)
+    return zip(array("q", bytes(terms)), array("H", bytes(tfs)), strict=True)
 
 
 __all__ = ["StoredTerms", "index_entries", "search_rows"]

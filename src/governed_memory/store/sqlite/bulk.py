@@ -9,21 +9,103 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from itertools import count, islice
+from typing import Any
 
-from governed_memory.codec import idempotency_result, stored_columns
+from governed_memory.codec import ITEM_COLUMNS, idempotency_result, stored_columns
 from governed_memory.core.events import StoredEvent
-from governed_memory.records import IdempotencyRecord, ItemKey, TenantRebuild
+from governed_memory.records import (
+    IdempotencyRecord,
+    IndexDoc,
+    IndexedContent,
+    ItemKey,
+    TenantRebuild,
+)
 from governed_memory.store.chain_links import Heads
 from governed_memory.store.paging import require_ascending
-from governed_memory.store.rebuild_diff import Diff, Stored, compared, diff, load, needed_scopes
+from governed_memory.store.rebuild_diff import (
+    Diff,
+    Posting,
+    Stored,
+    compared,
+    diff,
+    load,
+    needed_scopes,
+)
+from governed_memory.store.search_rows import StoredTerms
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import head_hash
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.index_rows import document_row
 
 ScopeKey = tuple[str, str, str]
+# Where a column of an item's row is in a REBUILD_ITEMS row after its row id.
+_STATUS = ITEM_COLUMNS.index("status")
+_CONTENT_VERSION = ITEM_COLUMNS.index("content_version")
+_CONTENT_HASH = ITEM_COLUMNS.index("content_hash")
+
+
+@dataclass
+class Held:
+    """A tenant's item and document rows read in one snapshot before its fold (its index
+    entries are made from them), with what tells at its swap whether they are still its
+    rows: the connection they were read on, that connection's ``PRAGMA data_version``
+    in the snapshot (it changes once any other connection commits anything, this store's
+    own writer included) and the tenant's last event then."""
+
+    conn: sqlite3.Connection
+    version: int
+    through: int
+    items: dict[str, tuple[int, tuple[Any, ...]]]
+    documents: dict[int, tuple[Any, ...]]
+
+    def entries(self) -> dict[str, IndexedContent]:
+        """What ``Store.index_entries`` returns, from these rows: each active item's
+        document, with the content version and hash of its row."""
+        found: dict[str, IndexedContent] = {}
+        documents = self.documents
+        for memory_id, (rowid, row) in self.items.items():
+            document = documents.get(rowid)
+            if document is None or row[_STATUS] != "active":
+                continue
+            terms, tfs = document[7], document[8]
+            found[memory_id] = IndexedContent(
+                int(row[_CONTENT_VERSION]),
+                str(row[_CONTENT_HASH]),
+                IndexDoc(StoredTerms.read(terms, tfs), int(document[2])),
+            )
+        return found
+
+
+def held_rows(database: SQLiteDatabase, tenant_id: str, most: int) -> Held | None:
+    """The tenant's item and document rows, read in one snapshot on this thread's reader;
+    ``None`` (nothing read) if it has more than ``most`` items."""
+    conn = database.reader()
+    with database.snapshot():
+        (items,) = conn.execute(sql.TENANT_ITEM_COUNT, (tenant_id,)).fetchone()
+        if items > most:
+            return None
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        through = _head(conn, tenant_id)
+        rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))}
+        documents = (
+            {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))}
+            if rows
+            else {}
+        )
+    return Held(conn, int(version), through, rows, documents)
+
+
+def still_held(database: SQLiteDatabase, held: Held | None, through: int) -> Held | None:
+    """``held`` if it still is what the tenant's rows hold (called under the write lock):
+    read on this thread's reader, before the fold of the same log, and nothing committed
+    by any connection since (so every row is as it was read)."""
+    if held is None or held.through != through or held.conn is not database.reader():
+        return None
+    (version,) = held.conn.execute("PRAGMA data_version").fetchone()
+    return held if int(version) == held.version else None
 
 
 def import_events(database: SQLiteDatabase, events: Sequence[StoredEvent]) -> None:
@@ -61,16 +143,21 @@ def import_idempotency(database: SQLiteDatabase, records: Sequence[IdempotencyRe
 
 
 def rebuild(
-    database: SQLiteDatabase, tenants: Sequence[TenantRebuild]
+    database: SQLiteDatabase,
+    tenants: Sequence[TenantRebuild],
+    held: dict[str, Held] | None = None,
 ) -> tuple[set[str], dict[ScopeKey, int]]:
     """Make the rows of several tenants the folded ones, in one transaction, writing only
     what differs from what they hold (:mod:`governed_memory.store.rebuild_diff`): over an
     intact projection that is nothing, over an empty one every row. A tenant too large to
-    compare is deleted and loaded whole.
+    compare is deleted and loaded whole. A tenant's item and document rows are taken from
+    ``held`` (read before its fold: :func:`held_rows`) when nothing was committed since
+    (:func:`still_held`), else read here.
 
     A tenant whose last event is no longer at its ``through`` is left as it is. Returns
     those tenants, and the ids of the other tenants' scopes, committed.
     """
+    held = held or {}
     with database.write_transaction(deferred=True) as conn:
         # The write transaction holds the write lock: no event can land until this
         # rebuild commits, so the checks and reads below cannot be overtaken.
@@ -86,10 +173,12 @@ def rebuild(
         for tenant in tenants:
             if tenant.tenant_id in moved:
                 continue
+            kept = still_held(database, held.get(tenant.tenant_id), tenant.through)
             if not compared(tenant.changes):
+                kept = None
                 for statement in sql.CLEAR_TENANT:
                     conn.execute(statement, (tenant.tenant_id,))
-            stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes))
+            stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes), kept)
             if stored.empty():
                 for rows in load(tenant.changes, stored, allocate, document_row):
                     _write(conn, rows)
@@ -107,33 +196,47 @@ def _head(conn: sqlite3.Connection, tenant_id: str) -> int:
     return int(last)
 
 
-def _stored(conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, str]]) -> Stored:
-    """What the tenant's rows hold, its scopes created where its searchable items need
-    one; an empty projection costs a few index lookups."""
+def _stored(
+    conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, str]], held: Held | None
+) -> Stored:
+    """What the tenant's rows hold (its items and documents ``held`` if given), its
+    scopes created where its searchable items need one; an empty projection costs a few
+    index lookups."""
     stored = Stored()
     for scope, agent, purpose, documents, length in conn.execute(sql.REBUILD_SCOPES, (tenant_id,)):
         stored.scopes[(agent, purpose)] = (scope, documents, length)
-    held = list(stored.scopes.values())
+    existing = list(stored.scopes.values())
     for key in needed:
         if key not in stored.scopes:
             (scope,) = conn.execute(sql.NEW_SCOPE, (tenant_id, *key)).fetchone()
             stored.scopes[key] = (scope, 0, 0)
-    # (rowid, tenant_id, id, ...): each item's row by its id
-    stored.items = {
-        row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))
-    }
-    if stored.items:
-        stored.documents = {
-            row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))
+    if held is not None:
+        stored.items, stored.documents = held.items, held.documents
+    else:
+        # (rowid, tenant_id, id, ...): each item's row by its id
+        stored.items = {
+            row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))
         }
-    ids = [scope for scope, _, _ in held]  # a scope made just now holds nothing yet
+        if stored.items:
+            stored.documents = {
+                row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))
+            }
+    ids = [scope for scope, _, _ in existing]  # a scope made just now holds nothing yet
     if ids:
-        stored.postings = conn.execute(sql.scopes_postings(len(ids)), ids).fetchall()
+        stored.packed = {
+            scope: conn.execute(sql.PACKED_POSTINGS, (scope,)).fetchall() for scope in ids
+        }
+        stored.full = partial(_postings, conn, ids)
         stored.vectors = {
             item: (scope, vector)
             for item, scope, vector in conn.execute(sql.scopes_vectors(len(ids)), ids)
         }
     return stored
+
+
+def _postings(conn: sqlite3.Connection, scopes: list[int]) -> list[Posting]:
+    """Every posting of ``scopes``, as rows."""
+    return conn.execute(sql.scopes_postings(len(scopes)), scopes).fetchall()
 
 
 def _write(conn: sqlite3.Connection, writes: Diff) -> None:
@@ -153,4 +256,12 @@ def _write(conn: sqlite3.Connection, writes: Diff) -> None:
     conn.executemany(sql.SCOPE_CHANGED, [(scope,) for scope in sorted(writes.touched - totalled)])
 
 
-__all__ = ["import_events", "import_idempotency", "import_item_keys", "rebuild"]
+__all__ = [
+    "Held",
+    "held_rows",
+    "import_events",
+    "import_idempotency",
+    "import_item_keys",
+    "rebuild",
+    "still_held",
+]

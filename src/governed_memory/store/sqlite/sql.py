@@ -341,10 +341,20 @@ REBUILD_SCOPES = (
     "SELECT id, agent_id, purpose, documents, total_length FROM scopes WHERE tenant_id = ?"
 )
 REBUILD_ITEMS = f"SELECT m.rowid, {ITEM_READ} FROM memories AS m WHERE m.tenant_id = ?"
+TENANT_ITEM_COUNT = "SELECT count(*) FROM memories WHERE tenant_id = ?"
 REBUILD_DOCUMENTS = (
     "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
     "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "
     "WHERE m.tenant_id = ?"
+)
+
+
+#: A scope's postings packed (rebuild_diff.Packed): (term, impact << 31 | item), the
+#: second NULL for an item or impact outside the ranges that keep the packing exact.
+PACKED_POSTINGS = (
+    "SELECT term, CASE WHEN item >= 0 AND item < 2147483648 "
+    "AND impact >= 0 AND impact < 4294967296 THEN (impact << 31) | item END "
+    "FROM postings WHERE scope = ?"
 )
 
 

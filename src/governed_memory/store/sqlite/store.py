@@ -17,8 +17,8 @@ reads are shared with PostgreSQL (:mod:`governed_memory.store.sql_reads`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,14 @@ from governed_memory.core.events import StoredEvent
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
+    IndexedContent,
     ItemKey,
     SearchMatches,
     SearchRequest,
     SubjectKey,
     TenantRebuild,
 )
+from governed_memory.store import rebuild_diff
 from governed_memory.store.group_commit import GroupCommit
 from governed_memory.store.sql_reads import SQLReads
 from governed_memory.store.sql_sessions import SQLSessions
@@ -67,6 +69,9 @@ class SQLiteStore(SQLReads, SQLSessions):
         self._batches = SQLiteBatches(self.database)
         self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
         self._search = SQLiteSearch(self.database)
+        # During a rebuild: the item and document rows of tenants read with their index
+        # entries, kept for their swap (bulk.Held), at most COMPARED_ITEMS items in all.
+        self._held: dict[str, bulk.Held] | None = None
         self.migrate()
         if not read_only:
             self.database.resume_purge()  # a destroyed key must not outlive a crash in the WAL
@@ -112,17 +117,46 @@ class SQLiteStore(SQLReads, SQLSessions):
     def import_idempotency(self, records: Sequence[IdempotencyRecord]) -> None:
         bulk.import_idempotency(self.database, records)
 
-    def rebuilding(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def rebuilding(self) -> Iterator[None]:
         """Each swap of tenants commits without waiting for the disk (``synchronous =
         NORMAL`` for that transaction alone: WAL keeps the file consistent, a crash loses
         at most the last tenants, which a rebuild does again); the log is made durable
-        once, at the end. Other writes meanwhile keep their own fsync."""
-        return self.database.deferred_sync()
+        once, at the end. Other writes meanwhile keep their own fsync.
+
+        Inside, :meth:`index_entries` reads a tenant's item and document rows in one
+        snapshot, makes the entries from them and keeps them for the tenant's swap, which
+        then reads them again only if anything was committed meanwhile."""
+        outer = self._held is None
+        if outer:
+            self._held = {}
+        try:
+            with self.database.deferred_sync():
+                yield
+        finally:
+            if outer:
+                self._held = None
+
+    def index_entries(self, tenant_id: str) -> dict[str, IndexedContent]:
+        held = self._held
+        if held is None:
+            return super().index_entries(tenant_id)
+        held.pop(tenant_id, None)
+        room = rebuild_diff.COMPARED_ITEMS - sum(len(h.items) for h in list(held.values()))
+        rows = bulk.held_rows(self.database, tenant_id, room)
+        if rows is None:  # too large to keep: its swap reads its rows
+            return super().index_entries(tenant_id)
+        held[tenant_id] = rows
+        return rows.entries()
 
     def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
         """Replace the tenants' rows in bulk, in one transaction: a few statements per
         tenant and per chunk of items, not a few per item."""
-        moved, scopes = bulk.rebuild(self.database, tenants)
+        held = self._held
+        kept: dict[str, bulk.Held] = {}
+        if held is not None:
+            kept = {t.tenant_id: h for t in tenants if (h := held.pop(t.tenant_id, None))}
+        moved, scopes = bulk.rebuild(self.database, tenants, kept)
         self._batches.scope_ids.update(scopes)  # only once the scope rows are committed
         return moved
 
