@@ -1,7 +1,9 @@
-"""Where a search is made (routes.py, ``MemoryService.search(wait=False)``): a short one on
-the event loop, which saves the hop to a worker thread and back; a long one, or one that
-would wait, from a worker thread, so the loop keeps answering every other request. The
-answer is the same either way: same filters, ranking, budget, metrics."""
+"""Where a search is made (routes.py, ``MemoryService.search(wait=False)``). In a worker of
+``gmem serve --workers N``: a short one on the event loop, which saves the hop to a worker
+thread and back; a long one, or one that would wait, from a worker thread, so the loop
+keeps answering every other request. In a single process: every one from a worker thread
+(the pool lets SQLite's work overlap the loop's). The answer is the same either way: same
+filters, ranking, budget, metrics."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ import pytest
 from governed_memory.apikeys import split_token, verify
 from governed_memory.core.model import Principal
 from governed_memory.core.values import Trust
+from governed_memory.http.app import create_app
+from governed_memory.http.server import running
+from governed_memory.http.shared import SharedState
 from governed_memory.ports import Store
 from governed_memory.records import SearchMatches, SearchRequest
 from governed_memory.store.sqlite import SQLiteStore
 from governed_memory.store.sqlite import search as sqlite_search
 from tests.conftest import make_store
-from tests.support.api import ALL_MEMORY_SCOPES, Api, MakeApi, add_key
+from tests.support.api import ALL_MEMORY_SCOPES, Api, MakeApi, add_key, settings_for
 from tests.support.fakes import body
 from tests.support.fakes import principal as writer
 from tests.support.fakes import query as search_body
@@ -68,6 +73,18 @@ class Searches:
 
     def release(self) -> None:
         self._released.set()
+
+
+@pytest.fixture
+def api(make_api: MakeApi) -> Api:
+    """The app over a fresh SQLite store, searching as a worker of several does."""
+    return as_worker(make_api())
+
+
+def as_worker(api: Api) -> Api:
+    """``api`` searching as one worker of ``gmem serve --workers N`` (create_app's rule)."""
+    api.app.state.searches_on_loop = api.service.searches_at_once
+    return api
 
 
 def key(api: Api) -> tuple[dict[str, str], Principal]:
@@ -169,7 +186,7 @@ def test_a_search_the_database_cannot_answer_at_once_is_made_from_a_worker_threa
 def backend_api(request: pytest.FixtureRequest, make_api: MakeApi, tmp_path: Path) -> Iterator[Api]:
     """The app over a fresh store of each SQL backend."""
     for store in make_store(request.param, tmp_path / "store"):
-        yield make_api(store=store)
+        yield as_worker(make_api(store=store))
 
 
 def varied(api: Api) -> None:
@@ -251,3 +268,32 @@ def test_a_search_answers_as_the_service_does_wherever_it_is_made(
 def normalised(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The results as the JSON the API sends (datetimes and floats as it writes them)."""
     return [httpx.Response(200, json=r).json() for r in results]
+
+
+def test_one_process_searches_from_its_thread_pool_and_a_worker_of_several_on_its_loop(
+    make_api: MakeApi, tmp_path: Path
+) -> None:
+    """Alone, the process searches from its thread pool (as before); as one worker of
+    ``gmem serve --workers N`` (``create_app(shared=...)``), a short search on its loop."""
+    alone = make_api()
+    headers, _ = key(alone)
+    fill(alone, 2)
+    searches = Searches(alone.store)
+    assert alone.app.state.searches_on_loop is False
+    assert alone.client.post("/v1/search", json=search_body("refund"), headers=headers).json()
+    assert searches.on_loop == [False]
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    SharedState.prepare(shared)
+    app = create_app(
+        settings_for(tmp_path / "worker", metrics_enabled=False),
+        service=alone.service,
+        api_keys=alone.store,
+        shared=shared,
+    )
+    assert app.state.searches_on_loop is True
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as worker:
+        found = worker.post("/v1/search", json=search_body("refund"), headers=headers)
+    assert found.status_code == 200 and len(found.json()["items"]) == 1
+    assert searches.on_loop == [False, True]

@@ -1,10 +1,10 @@
 """The routes of SPEC §8. Each one parses, calls the service, serializes; nothing else.
 
 Routes are plain ``def`` functions: FastAPI runs them in its thread pool, which suits the
-synchronous stores (SQLite keeps one connection per thread). Search is the exception: it
-is first asked on the event loop, where the service makes it only if it is short and
-waits for nothing (a small SQLite scope), and from the thread pool otherwise; the hop to
-the pool and back cost about as much as such a search. Scopes, agents, trust and tenant
+synchronous stores (SQLite keeps one connection per thread). Search is the exception: in a
+worker of ``gmem serve --workers N`` (``app.state.searches_on_loop``) it is first asked on
+the event loop, where the service makes it only if it is short and waits for nothing (a
+small SQLite scope), and from the thread pool otherwise. Scopes, agents, trust and tenant
 visibility are enforced by the service; the principal comes from the API key.
 """
 
@@ -29,12 +29,13 @@ from governed_memory.service import MemoryService
 
 
 class Caller(NamedTuple):
-    """Who calls (the principal of the request's API key), and the service and metrics
-    the route calls on."""
+    """Who calls (the principal of the request's API key), the service and metrics the
+    route calls on, and whether a search is first asked on the event loop."""
 
     principal: Principal
     service: MemoryService
     metrics: Metrics | None
+    searches_on_loop: bool = False
 
 
 class ApiKeyBearer(HTTPBearer):
@@ -53,7 +54,7 @@ class ApiKeyBearer(HTTPBearer):
     async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
         state = request.app.state
         principal: Principal = await state.authenticate(request)
-        return Caller(principal, state.service, state.metrics)
+        return Caller(principal, state.service, state.metrics, state.searches_on_loop)
 
 
 # The dependencies are ``async`` so FastAPI calls them on the event loop: a sync
@@ -161,7 +162,7 @@ def put_memory(
 async def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
     started = time.perf_counter()
     raw = body.model_dump(exclude_none=True)
-    if caller.service.searches_at_once:
+    if caller.searches_on_loop:
         try:  # on the event loop, if the service can answer at once (MemoryService.search)
             return _searched(caller, raw, started, wait=False)
         except ReadWouldWait:  # long, or it would wait: from a worker thread
