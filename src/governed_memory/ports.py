@@ -285,10 +285,24 @@ class StoreMeta(Protocol):
 class Store(EventLog, Items, SubjectKeys, ItemKeys, ApiKeys, ConsoleSessions, StoreMeta, Protocol):
     """Every port of one backend, and what a whole store has besides."""
 
+    #: Whether :meth:`prompt` can answer a search (SQLite: reads of a local file); a
+    #: store whose every read may wait (over a network, for a lock) says no, and its
+    #: ``prompt`` refuses at once.
+    prompt_searches: bool
+
     def snapshot(self) -> AbstractContextManager[None]:
         """While open, this thread's reads see one consistent state of the store (used by
         exports, so keys and events cannot straddle a concurrent forget, and by searches,
         so scores, rows and keys all come from one committed state)."""
+        ...
+
+    def prompt(self) -> AbstractContextManager[None]:
+        """While open, this thread's reads never wait (for a lock, a busy database, the
+        network) and a search is made only if its scope is small enough to be searched at
+        once: otherwise ``ReadWouldWait`` is raised, at the latest before the scope's
+        postings are read, and the caller asks again outside (the HTTP edge searches so
+        on its event loop, and from a worker thread when refused). A store that cannot
+        read without waiting raises it on entering."""
         ...
 
     def schema_version(self) -> int:

@@ -33,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from governed_memory._version import __version__
-from governed_memory.errors import ConfigError, GovernedMemoryError
+from governed_memory.errors import ConfigError, GovernedMemoryError, ReadWouldWait
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 
@@ -51,6 +51,9 @@ OUTCOME = "gmem.outcome"
 BACKEND = "db.system.name"
 ERROR_TYPE = "error.type"
 OK = "ok"
+#: The outcome of a call asked not to wait that would have: it is made again elsewhere
+#: (the HTTP edge's key lookup or search, from a worker thread).
+DEFERRED = "deferred"
 #: The service name spans carry unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say.
 SERVICE = "governed-memory"
 
@@ -140,6 +143,9 @@ def finish(span: Span, error: BaseException | None) -> None:
     if error is None:
         span.set_attribute(OUTCOME, OK)
         return
+    if isinstance(error, ReadWouldWait):  # not a failure: asked again where it may wait
+        span.set_attribute(OUTCOME, DEFERRED)
+        return
     slug = error.slug if isinstance(error, GovernedMemoryError) else "error"
     span.set_attribute(OUTCOME, slug)
     span.set_attribute(ERROR_TYPE, type(error).__qualname__)
@@ -206,16 +212,19 @@ for _name in PRINCIPAL_USE_CASES + SWEEPS:
 # -- the store ------------------------------------------------------------------------------
 
 
+_CONTEXTS = frozenset({"snapshot", "prompt"})
+
+
 def store_operations() -> tuple[str, ...]:
     """The Store port's calls that are traced: every method of its protocols but
-    ``snapshot`` (a context, not a call) and those returning an iterator (their work
+    ``snapshot`` and ``prompt`` (contexts, not calls) and those returning an iterator (their work
     happens after the call returns: bulk reads of export and replay)."""
     names: set[str] = set()
     for port in Store.__mro__:
         if port.__module__ != Store.__module__:
             continue
         for name, member in vars(port).items():
-            if name.startswith("_") or not callable(member) or name == "snapshot":
+            if name.startswith("_") or not callable(member) or name in _CONTEXTS:
                 continue
             returns = str(inspect.signature(member).return_annotation)
             if "Iterator" not in returns:

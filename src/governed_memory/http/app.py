@@ -110,6 +110,10 @@ def create_app(
     limit, window = settings.rate_limit_requests, settings.rate_limit_window_seconds
     limiter = FixedWindowLimiter(limit, window) if state is None else state.limiter(limit, window)
     _install(app, settings, service, api_keys, limiter, metrics)
+    # One worker of several: the processes give the parallelism, and the hop to the thread
+    # pool is pure cost for a short search. Alone, the pool lets SQLite's own work (which
+    # releases the GIL) overlap the loop's Python, which served more searches a second.
+    app.state.searches_on_loop = shared is not None and service.searches_at_once
     app.state.worker = worker
     return app
 

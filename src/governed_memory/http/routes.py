@@ -1,8 +1,11 @@
 """The routes of SPEC §8. Each one parses, calls the service, serializes; nothing else.
 
 Routes are plain ``def`` functions: FastAPI runs them in its thread pool, which suits the
-synchronous stores (SQLite keeps one connection per thread). Scopes, agents, trust and
-tenant visibility are enforced by the service; the principal comes from the API key.
+synchronous stores (SQLite keeps one connection per thread). Search is the exception: in a
+worker of ``gmem serve --workers N`` (``app.state.searches_on_loop``) it is first asked on
+the event loop, where the service makes it only if it is short and waits for nothing (a
+small SQLite scope), and from the thread pool otherwise. Scopes, agents, trust and tenant
+visibility are enforced by the service; the principal comes from the API key.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.security import HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from governed_memory.core.model import MemoryItem, Principal
 from governed_memory.core.values import IDEMPOTENCY_KEY_PATTERN, KindName, StatusName, anchored
+from governed_memory.errors import ReadWouldWait
 from governed_memory.http import schemas
 from governed_memory.http.problems import PROBLEM_JSON
 from governed_memory.http.strict import StrictRoute
@@ -24,12 +29,13 @@ from governed_memory.service import MemoryService
 
 
 class Caller(NamedTuple):
-    """Who calls (the principal of the request's API key), and the service and metrics
-    the route calls on."""
+    """Who calls (the principal of the request's API key), the service and metrics the
+    route calls on, and whether a search is first asked on the event loop."""
 
     principal: Principal
     service: MemoryService
     metrics: Metrics | None
+    searches_on_loop: bool = False
 
 
 class ApiKeyBearer(HTTPBearer):
@@ -48,7 +54,7 @@ class ApiKeyBearer(HTTPBearer):
     async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
         state = request.app.state
         principal: Principal = await state.authenticate(request)
-        return Caller(principal, state.service, state.metrics)
+        return Caller(principal, state.service, state.metrics, state.searches_on_loop)
 
 
 # The dependencies are ``async`` so FastAPI calls them on the event loop: a sync
@@ -153,10 +159,21 @@ def put_memory(
     summary="Search one agent's memories for one purpose (results are data, not orders)",
     tags=["memories"],
 )
-def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
-    # Timed here because no committed event shows a search (see MemoryService.listeners).
+async def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
     started = time.perf_counter()
-    result = caller.service.search(caller.principal, body.model_dump(exclude_none=True))
+    raw = body.model_dump(exclude_none=True)
+    if caller.searches_on_loop:
+        try:  # on the event loop, if the service can answer at once (MemoryService.search)
+            return _searched(caller, raw, started, wait=False)
+        except ReadWouldWait:  # long, or it would wait: from a worker thread
+            pass
+    return await run_in_threadpool(_searched, caller, raw, started)
+
+
+def _searched(caller: Caller, raw: dict[str, Any], started: float, wait: bool = True) -> Response:
+    """The search's answer, timed from ``started`` (here because no committed event shows
+    a search: see MemoryService.listeners)."""
+    result = caller.service.search(caller.principal, raw, wait=wait)
     if caller.metrics is not None:
         caller.metrics.observe_search(time.perf_counter() - started, len(result.items))
     return JSONResponse(result.to_dict())

@@ -32,7 +32,12 @@ from governed_memory.core.model import ItemState, MemoryItem, Principal
 from governed_memory.core.policy import RetentionPolicy, TtlPolicy
 from governed_memory.core.retrieval import SearchQuery
 from governed_memory.crypto import Keyring
-from governed_memory.errors import GovernedMemoryError, StoreUnavailable, SubjectKeyGone
+from governed_memory.errors import (
+    GovernedMemoryError,
+    ReadWouldWait,
+    StoreUnavailable,
+    SubjectKeyGone,
+)
 from governed_memory.ports import Clock, Store, SystemClock
 from governed_memory.records import Batch, IndexDoc, SubjectKey
 from governed_memory.results import (
@@ -371,13 +376,37 @@ class MemoryService:
             order=order,
         )
 
+    @property
+    def searches_at_once(self) -> bool:
+        """Whether a search asked not to wait (``search(..., wait=False)``) can be made:
+        the store can answer one promptly and no query is embedded (semantic recall)."""
+        return self.store.prompt_searches and self._indexer.settings.embedder is None
+
     def search(
-        self, principal: Principal, request: SearchQuery | Mapping[str, Any]
+        self,
+        principal: Principal,
+        request: SearchQuery | Mapping[str, Any],
+        *,
+        wait: bool = True,
     ) -> SearchResult:
-        """Hard filters in the store's query, then ranking, then the token budget."""
+        """Hard filters in the store's query, then ranking, then the token budget.
+
+        With ``wait=False`` (the HTTP edge, asking on its event loop) the search is made
+        only if it is short and waits for nothing; otherwise ``ReadWouldWait`` is raised
+        before any result is made, and the caller asks again where it may wait. Refused
+        so: a search with semantic recall on (embedding the query is long), a store that
+        cannot read without waiting (over a network), a scope too large to be searched
+        at once (see ``Store.prompt``), a busy database. The search made is the same
+        either way: same filters, ranking, budget and result.
+        """
         query = request if isinstance(request, SearchQuery) else parse_search(request)
         access.require_search(principal, query)
-        return self._retrieval.search(principal.tenant_id, query, self.clock.now())
+        if wait:
+            return self._retrieval.search(principal.tenant_id, query, self.clock.now())
+        if not self.searches_at_once:
+            raise ReadWouldWait("this search is not made at once")
+        with self.store.prompt():
+            return self._retrieval.search(principal.tenant_id, query, self.clock.now())
 
     def history(self, principal: Principal, memory_id: str) -> list[AuditEvent]:
         """Every event that changed the item, in order: no content but the reasons of

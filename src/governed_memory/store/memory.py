@@ -17,6 +17,7 @@ from governed_memory.core.policy import RetentionKey
 from governed_memory.core.values import Status, to_micros
 from governed_memory.errors import (
     IdempotencyKeyTaken,
+    ReadWouldWait,
     SubjectChanged,
     SubjectKeyGone,
     VersionConflict,
@@ -297,6 +298,15 @@ class MemoryStore(MemorySearch):
     def snapshot(self) -> Iterator[None]:
         with self._lock:  # writers wait: every read inside sees one state
             yield
+
+    #: Reads take the store's lock, which a writer may hold.
+    prompt_searches = False
+
+    @contextmanager
+    def prompt(self) -> Iterator[None]:
+        """Reads take the store's lock, which a writer may hold: refused at once."""
+        raise ReadWouldWait("the in-memory store's reads may wait for its lock")
+        yield  # pragma: no cover - a generator, never reached
 
     def schema_version(self) -> int:
         return 0  # nothing to migrate: the store lives and dies with the process

@@ -14,11 +14,12 @@ SQLite (:mod:`governed_memory.store.sql_reads`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from governed_memory.core.events import StoredEvent
+from governed_memory.errors import ReadWouldWait
 from governed_memory.records import (
     Batch,
     IdempotencyRecord,
@@ -41,6 +42,8 @@ class PostgresStore(SQLReads, SQLSessions):
 
     #: A search's rows and keys ride in its one statement (:mod:`.search`).
     reads_rows_with_matches = True
+    #: Every read is a round trip on the network.
+    prompt_searches = False
 
     def __init__(
         self,
@@ -76,6 +79,12 @@ class PostgresStore(SQLReads, SQLSessions):
     def snapshot(self) -> AbstractContextManager[None]:
         """This thread's reads share one REPEATABLE READ, read-only transaction."""
         return self.database.snapshot()
+
+    @contextmanager
+    def prompt(self) -> Iterator[None]:
+        """Every read is a network round trip: refused at once (``ReadWouldWait``)."""
+        raise ReadWouldWait("PostgreSQL reads are made from a worker thread")
+        yield  # pragma: no cover - a generator, never reached
 
     # -- writes ---------------------------------------------------------------------------
 

@@ -87,6 +87,12 @@ def rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
+def _busy(error: sqlite3.Error) -> bool:
+    """Whether the error is SQLite's busy or locked (waiting might have answered)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def _statements(script: str) -> Iterator[str]:
     """Split a migration into complete statements (triggers contain semicolons)."""
     buffer = ""
@@ -192,9 +198,12 @@ class SQLiteDatabase:
         return conn
 
     def reader(self) -> sqlite3.Connection:
-        """This thread's reader connection, opened on first use."""
+        """This thread's reader connection, opened on first use; inside :meth:`prompt`,
+        its reader that never waits."""
         if self.closed:
             raise StoreUnavailable("the store is closed")
+        if getattr(self._local, "prompting", False):
+            return self.prompt_reader()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._opened_reader()
@@ -224,6 +233,31 @@ class SQLiteDatabase:
 
     # -- reads ----------------------------------------------------------------------------
 
+    @contextmanager
+    def prompt(self) -> Iterator[None]:
+        """Inside the block, this thread's reads (snapshots included) are made on its
+        reader that never waits, and one the database cannot answer at once (busy or
+        locked) raises ``ReadWouldWait`` instead of ``StoreUnavailable``: for reads made
+        on an event loop, which must never sleep on a lock."""
+        local = self._local
+        local.prompting = True
+        try:
+            yield
+        finally:
+            local.prompting = False
+
+    @property
+    def prompting(self) -> bool:
+        """Whether this thread is inside :meth:`prompt`."""
+        return bool(getattr(self._local, "prompting", False))
+
+    def _failed(self, error: sqlite3.Error, doing: str) -> Exception:
+        """The domain error for a read's driver error: inside :meth:`prompt`, a busy or
+        locked database is ``ReadWouldWait`` (asked again where waiting is allowed)."""
+        if self.prompting and _busy(error):
+            return ReadWouldWait("the database is busy")
+        return unavailable(error, doing)
+
     def query(self, sql: str, params: Sequence[Any] = (), *, wait: bool = True) -> list[Any]:
         """The rows of one read on this thread's reader (inside its snapshot, if open)."""
         if not wait:
@@ -231,7 +265,7 @@ class SQLiteDatabase:
         try:
             return self.reader().execute(sql, params).fetchall()
         except sqlite3.Error as error:
-            raise unavailable(error, "SQLite read failed") from None
+            raise self._failed(error, "SQLite read failed") from None
 
     def query_pages(self, sql: str, params: Sequence[Any] = (), size: int = 8192) -> Iterator[Any]:
         """The rows of one read on this thread's reader, ``size`` at a time: a long read
@@ -241,7 +275,7 @@ class SQLiteDatabase:
             while rows := cursor.fetchmany(size):
                 yield rows
         except sqlite3.Error as error:
-            raise unavailable(error, "SQLite read failed") from None
+            raise self._failed(error, "SQLite read failed") from None
 
     def _query_now(self, sql: str, params: Sequence[Any]) -> list[Any]:
         # A WAL reader normally takes no lock, but can meet SQLITE_BUSY (recovery by
@@ -260,8 +294,8 @@ class SQLiteDatabase:
     def _prompt_query(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        except sqlite3.Error as error:
+            if _busy(error):
                 raise ReadWouldWait("the database is busy") from None
             raise unavailable(error, "SQLite read failed") from None
 
@@ -269,9 +303,13 @@ class SQLiteDatabase:
     def snapshot(self) -> Iterator[None]:
         """One read transaction on this thread's connection: WAL gives it a fixed view."""
         conn = self.reader()
-        conn.execute("BEGIN")
         try:
+            conn.execute("BEGIN")
             conn.execute("SELECT max(version) FROM schema_migrations").fetchall()  # pin it now
+        except sqlite3.Error as error:
+            rollback(conn)
+            raise self._failed(error, "SQLite read failed") from None
+        try:
             yield
         finally:
             conn.execute("COMMIT")

@@ -51,6 +51,8 @@ class SQLiteStore(SQLReads, SQLSessions):
     #: A small scope's search returns every match; reading each one's row with it would
     #: cost more in-process than reading the few chosen after ranking, in a snapshot.
     reads_rows_with_matches = False
+    #: A small scope is searched in about the time a hop to a worker thread costs.
+    prompt_searches = True
 
     def __init__(
         self,
@@ -99,6 +101,13 @@ class SQLiteStore(SQLReads, SQLSessions):
     def snapshot(self) -> AbstractContextManager[None]:
         """One read transaction on this thread's connection: WAL gives it a fixed view."""
         return self.database.snapshot()
+
+    def prompt(self) -> AbstractContextManager[None]:
+        """This thread's reads on its reader that never waits (a busy database raises
+        ``ReadWouldWait``), and a search whose scope's items times its terms exceed
+        :data:`~.search.PROMPT_POSTINGS` refused the same way once its scope row is read,
+        before any posting is."""
+        return self.database.prompt()
 
     # -- writes ---------------------------------------------------------------------------
 
