@@ -39,6 +39,7 @@ from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import PostgresStore
+from governed_memory.store.postgres import batch as batch_module
 from governed_memory.store.postgres.database import translate
 from governed_memory.store.postgres.search import candidate_query
 from governed_memory.store.sqlite import SQLiteStore
@@ -495,6 +496,25 @@ def test_a_stale_version_is_refused_by_the_guard_with_the_current_version(
         service.write(WRITER, body(id="m1", content="Third.", expected_version=1))
     assert (caught.value.expected_version, caught.value.current_version) == (1, 2)
     assert store.head() == 2
+
+
+def test_the_statement_error_under_a_pipeline_abort_is_the_one_reported() -> None:
+    """psycopg's pipeline exit fetches its last results in a ``finally``: a later
+    statement's "pipeline aborted" then replaces the refused statement's error, which the
+    store must still see (to explain a unique violation as a conflict, not a failure)."""
+    refused = psycopg.errors.UniqueViolation("duplicate key")
+
+    def exit_pipeline() -> None:
+        try:
+            raise refused
+        finally:
+            raise psycopg.errors.PipelineAborted("pipeline aborted")
+
+    with pytest.raises(psycopg.errors.PipelineAborted) as raised:
+        exit_pipeline()
+    assert batch_module._cause(raised.value) is refused
+    alone = psycopg.errors.PipelineAborted("pipeline aborted")
+    assert batch_module._cause(alone) is alone
 
 
 def test_a_translated_error_never_carries_the_driver_message() -> None:

@@ -380,11 +380,29 @@ def _pipelined(conn: Connection, send: Callable[[], T]) -> T:
             except psycopg.Error as error:
                 first = error
     except psycopg.Error as error:
-        first = first or error
+        first = first or _cause(error)
     if first is not None:
         raise first
     assert result is not None
     return result
+
+
+def _cause(error: psycopg.Error) -> psycopg.Error:
+    """The error that aborted a pipeline, when psycopg's exit raises ``PipelineAborted``.
+
+    The pipeline's exit fetches the last results in a ``finally``: when a statement's
+    error is raised from the exchange before it, a later statement's "pipeline aborted"
+    raised in the ``finally`` replaces it, and the cause is then only its context. Read
+    here, where the context is still the one Python set (a later ``raise`` inside an
+    ``except`` overwrites it). Without this, the loser of a race for an item id was told
+    the store failed instead of :class:`VersionConflict`.
+    """
+    found: BaseException = error
+    while isinstance(found, psycopg.errors.PipelineAborted) and isinstance(
+        found.__context__, psycopg.Error
+    ):
+        found = found.__context__
+    return found if isinstance(found, psycopg.Error) else error
 
 
 def event_params(event: Event) -> dict[str, Any]:
