@@ -1,7 +1,7 @@
 """Same-run A/B of SQLite search in one loaded store, two source trees alternated per query.
 
 ``python -m bench.alternate_single OLD_SRC NEW_SRC DATA_DIR [--items N] [--queries Q]
-[--rounds R] [--slowest K] [--new-data-dir DIR] [--scoped]``
+[--rounds R] [--slowest K] [--new-data-dir DIR] [--scoped] [--cold]``
 
 ``DATA_DIR`` holds a loaded store (``bench.loading``; the 100k single scope is
 ``Workload(single_scope=True)``, its first ``N`` items). Two processes serve searches over
@@ -14,7 +14,11 @@ p95, p99), all samples' p95, ratios, each process's resident memory at the end, 
 and scores (exactly) in both. ``--new-data-dir`` gives the new tree a store of its own
 (the same items loaded by the new tree, when the two store them in different forms: the
 scores may then differ by the loads' instants); ``--scoped`` searches a store of the
-scoped workload (``Workload()``) instead of the single scope.
+scoped workload (``Workload()``) instead of the single scope. ``--cold``: before each
+timed search, each process moves every scope's generation (as any write to the scope
+does, without changing what it holds), so nothing kept per generation (the lists' heads,
+tiers and document frequencies) serves the search: a scope written between every two
+searches.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -42,7 +47,7 @@ class _FixedClock:
         return self.instant
 
 
-def _serve(data_dir: str, now: str, items: int, count: int, scoped: bool) -> None:
+def _serve(data_dir: str, now: str, items: int, count: int, scoped: bool, cold: bool) -> None:
     """The child: answer ``index`` lines with the query's timings and hits (JSON lines)."""
     from bench.inprocess import search_queries
     from bench.loading import writer
@@ -55,6 +60,8 @@ def _serve(data_dir: str, now: str, items: int, count: int, scoped: bool) -> Non
     queries, warmup = search_queries(Workload(single_scope=not scoped), items, count)
     for query in warmup:
         service.search(writer(query.tenant_id), query.body())
+    writer_db = sqlite3.connect(Path(data_dir) / "gmem.sqlite3", isolation_level=None)
+    writer_db.execute("PRAGMA busy_timeout = 10000")
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if line.strip() == "rss":
@@ -66,21 +73,32 @@ def _serve(data_dir: str, now: str, items: int, count: int, scoped: bool) -> Non
             print(json.dumps(answer), flush=True)
             continue
         query = queries[int(line)]
+        if cold:  # a write to the scope: every cache of its generation is stale
+            writer_db.execute("UPDATE scopes SET generation = generation + 1")
         wall, cpu = time.perf_counter(), time.process_time()
         found = service.search(writer(query.tenant_id), query.body()).items
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         hits = [[hit.item.id, hit.score] for hit in found]
         print(json.dumps({"wall": wall, "cpu": cpu, "hits": hits}), flush=True)
+    writer_db.close()
     service.store.close()
 
 
 class _Child:
     def __init__(
-        self, source: str, data_dir: str, now: str, items: int, count: int, scoped: bool
+        self,
+        source: str,
+        data_dir: str,
+        now: str,
+        items: int,
+        count: int,
+        scoped: bool,
+        cold: bool,
     ) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([source, str(ROOT)]))
         arguments = [data_dir, now, "-", "--items", str(items), "--queries", str(count)]
         arguments += ["--scoped"] if scoped else []
+        arguments += ["--cold"] if cold else []
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.alternate_single", "--child", *arguments],
             env=env,
@@ -124,10 +142,11 @@ def alternate(
     rounds: int,
     k: int,
     scoped: bool = False,
+    cold: bool = False,
 ) -> None:
     now = datetime.now(UTC).isoformat()
     children = {
-        name: _Child(tree, data_dir, now, items, count, scoped)
+        name: _Child(tree, data_dir, now, items, count, scoped, cold)
         for name, tree, data_dir in (("old", old, data_dirs[0]), ("new", new, data_dirs[1]))
     }
     samples: dict[str, dict[str, list[list[float]]]] = {
@@ -190,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slowest", type=int, default=10)
     parser.add_argument("--new-data-dir", default=None, help="the new tree's own store")
     parser.add_argument("--scoped", action="store_true", help="a store of Workload()")
+    parser.add_argument("--cold", action="store_true", help="a write before each search")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _serve(args.old, args.new, args.items, args.queries, args.scoped)
+        _serve(args.old, args.new, args.items, args.queries, args.scoped, args.cold)
     else:
         dirs = (args.data_dir, args.new_data_dir or args.data_dir)
         alternate(
@@ -205,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rounds,
             args.slowest,
             args.scoped,
+            args.cold,
         )
     return 0
 
