@@ -130,6 +130,36 @@ def test_a_forget_in_this_process_drops_the_confirmed_key(service: MemoryService
     assert "write_state" in reads
 
 
+def test_a_forget_here_between_a_commit_and_its_confirmation_keeps_the_key_unconfirmed(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create commits under the subject's key; before it records the key as confirmed,
+    a forget in this process destroys it. The destroyed key is not confirmed after all:
+    the next create reads first (its key would otherwise be unwrapped again here)."""
+    service.write(WRITER, body(id="old"))
+    key = service.store.subject_key("acme", "customer-1")
+    assert key is not None
+    vault = service._vault
+    confirm = vault.confirm
+    forgotten: list[bool] = []
+
+    def forget_first(confirmed: Any) -> None:
+        if not forgotten:
+            forgotten.append(True)
+            service.forget_subject(WRITER, "customer-1")
+        confirm(confirmed)
+
+    monkeypatch.setattr(vault, "confirm", forget_first)
+    service.write(WRITER, body(id="racing"))
+    assert forgotten
+    assert vault.confirmed_key("acme", "customer-1") is None
+    reads = reads_of(service.store)
+    service.write(WRITER, body(id="after"))
+    assert "write_state" in reads
+    fresh = service.store.subject_key("acme", "customer-1")
+    assert fresh is not None and fresh.key_id != key.key_id
+
+
 def test_an_item_created_meanwhile_by_another_writer_leaves_one_winner(
     service: MemoryService, keyring: Keyring
 ) -> None:

@@ -70,6 +70,9 @@ class Vault:
         # no longer than the time bound. Key ids point back at their entries for that.
         self._confirmed: dict[tuple[str, str], tuple[float, SubjectKey]] = {}
         self._confirmed_ids: dict[bytes, tuple[str, str]] = {}
+        # Keys this process destroyed, oldest first (at most KEY_CACHE_SIZE): a commit that
+        # found a key live just before a forget here destroyed it must not confirm it after.
+        self._destroyed_ids: dict[bytes, None] = {}
 
     # -- keys -----------------------------------------------------------------------------
 
@@ -85,11 +88,18 @@ class Vault:
         return entry[1]
 
     def confirm(self, key: SubjectKey) -> None:
-        """Remember ``key``: a commit that required it just succeeded, so it was live."""
+        """Remember ``key``: a commit that required it just succeeded, so it was live
+        then; unless this process has destroyed it since (a forget that ran between that
+        commit and this call)."""
+        if key.key_id in self._destroyed_ids:
+            return
         if len(self._confirmed) >= KEY_CACHE_SIZE:
             self._confirmed.clear()
             self._confirmed_ids.clear()
         at = (key.tenant_id, key.subject_id)
+        replaced = self._confirmed.get(at)
+        if replaced is not None and replaced[1].key_id != key.key_id:
+            self._confirmed_ids.pop(replaced[1].key_id, None)
         self._confirmed[at] = (time.monotonic() + KEY_CACHE_SECONDS, key)
         self._confirmed_ids[key.key_id] = at
 
@@ -117,6 +127,9 @@ class Vault:
 
     def destroyed(self, key_id: bytes) -> None:
         """Drop what this process holds of a key the store has just destroyed."""
+        self._destroyed_ids[key_id] = None
+        if len(self._destroyed_ids) > KEY_CACHE_SIZE:
+            del self._destroyed_ids[next(iter(self._destroyed_ids))]
         self._keyring.forget_cached(key_id)
         at = self._confirmed_ids.pop(key_id, None)
         entry = None if at is None else self._confirmed.get(at)
