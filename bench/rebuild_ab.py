@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,29 @@ def main() -> None:
     parser.add_argument("--new-store", type=Path, default=None)
     args = parser.parse_args()
     stores = {"old": args.store, "new": args.new_store or args.store}
-    results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="rebuild-ab-") as scratch:
-        for round_ in range(args.rounds):
-            order = ["old", "new"] if round_ % 2 == 0 else ["new", "old"]
-            for name in order:
-                result = run_once(stores[name], getattr(args, name), Path(scratch))
-                results[name].append(result)
-                print(name, json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
+        results = alternated(
+            args.rounds, lambda name: run_once(stores[name], getattr(args, name), Path(scratch))
+        )
+    print(json.dumps(summarized(results)))
+
+
+def alternated(
+    rounds: int, run: Callable[[str], dict[str, float]]
+) -> dict[str, list[dict[str, float]]]:
+    """``run("old")`` and ``run("new")`` in each of ``rounds`` rounds, which goes first
+    alternating; every result printed as it comes, all returned by tree."""
+    results: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    for round_ in range(rounds):
+        for name in ["old", "new"] if round_ % 2 == 0 else ["new", "old"]:
+            result = run(name)
+            results[name].append(result)
+            print(name, json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
+    return results
+
+
+def summarized(results: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Medians of events/s and CPU by tree, new ÷ old events/s, old ÷ new CPU."""
     summary = {
         name: {
             "events_per_s": statistics.median(r["events_per_s"] for r in runs),
@@ -80,7 +96,7 @@ def main() -> None:
     }
     ratio = summary["new"]["events_per_s"] / summary["old"]["events_per_s"]
     cpu_ratio = summary["old"]["cpu_s"] / summary["new"]["cpu_s"]
-    print(json.dumps(summary | {"ratio": round(ratio, 2), "cpu_ratio": round(cpu_ratio, 2)}))
+    return summary | {"ratio": round(ratio, 2), "cpu_ratio": round(cpu_ratio, 2)}
 
 
 if __name__ == "__main__":

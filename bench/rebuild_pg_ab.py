@@ -16,12 +16,13 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.rebuild_ab import alternated, summarized
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The master key reaches the child in its environment, not on its command line.
@@ -86,21 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     key = (args.store / "master.key").read_text().strip()
     print("imported", _load(args.store, args.dsn, key), "events", flush=True)
-    results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-    for round_ in range(args.rounds):
-        for name in ["old", "new"] if round_ % 2 == 0 else ["new", "old"]:
-            result = run_once(args.dsn, key, getattr(args, name))
-            results[name].append(result)
-            print(name, json.dumps({k: round(v, 3) for k, v in result.items()}), flush=True)
-    summary = {
-        name: {
-            "events_per_s": statistics.median(r["events_per_s"] for r in runs),
-            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
-        }
-        for name, runs in results.items()
-    }
-    ratio = summary["new"]["events_per_s"] / summary["old"]["events_per_s"]
-    print(json.dumps(summary | {"ratio": round(ratio, 2)}))
+    results = alternated(args.rounds, lambda name: run_once(args.dsn, key, getattr(args, name)))
+    print(json.dumps(summarized(results)))
 
 
 if __name__ == "__main__":
