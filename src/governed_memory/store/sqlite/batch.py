@@ -58,12 +58,18 @@ class SQLiteBatches:
         try:
             if self._db.closed:
                 raise StoreUnavailable("the store is closed")
-            conn.execute("BEGIN IMMEDIATE")
-            new_scopes = self._apply_each(conn, group)
-            if len(group) == 1 and group[0].error is not None:
-                conn.execute("ROLLBACK")
-            else:
-                conn.execute("COMMIT")
+            with self._db.turn():  # rolled back before another process takes its turn
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    new_scopes = self._apply_each(conn, group)
+                    if len(group) == 1 and group[0].error is not None:
+                        conn.execute("ROLLBACK")
+                    else:
+                        conn.execute("COMMIT")
+                        self._db.committed()
+                except BaseException:
+                    rollback(conn)
+                    raise
         except BaseException as error:  # the whole group failed to commit
             rollback(conn)  # a failed COMMIT may have rolled back already
             failure = (
