@@ -20,6 +20,7 @@ import pytest
 import governed_memory
 from governed_memory.bootstrap import open_service
 from governed_memory.service import MemoryService
+from governed_memory.store.group_commit import Pending
 from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import body, principal
 
@@ -119,6 +120,41 @@ def test_a_write_waits_for_another_process_turn_and_goes_on_the_moment_it_ends(
     finally:
         os.close(other)
     assert service.get(WRITER, "waiting").content
+
+
+def test_writes_queued_while_another_process_writes_commit_in_one_group(
+    service: MemoryService,
+) -> None:
+    """The leader of a group waits for the other process's turn before it takes the
+    queue: the writes that arrive meanwhile share its transaction."""
+    store = _store(service)
+    service.write(WRITER, body(id="first"))
+    groups: list[int] = []
+    commit_group = store._group._commit_group
+
+    def counted(group: list[Pending]) -> None:
+        groups.append(len(group))
+        commit_group(group)
+
+    store._group._commit_group = counted
+    other = os.open(_turn_file(service), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        writers = [
+            threading.Thread(target=service.write, args=(WRITER, body(id=f"w{n}")))
+            for n in range(4)
+        ]
+        for writer in writers:
+            writer.start()
+            time.sleep(0.1)  # the first leads; the others queue behind it
+        fcntl.flock(other, fcntl.LOCK_UN)
+        for writer in writers:
+            writer.join(10)
+    finally:
+        os.close(other)
+    assert groups == [4]
+    for number in range(4):
+        assert service.get(WRITER, f"w{number}").content
 
 
 def test_a_killed_holder_of_the_turn_does_not_block_the_others(
