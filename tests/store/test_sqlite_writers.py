@@ -1,11 +1,10 @@
-"""Several processes writing one SQLite file: they take turns on a lock beside it, the
-WAL is copied into the file off the commit path, and nothing acknowledged is lost."""
+"""Several processes writing one SQLite file: they take turns on a lock beside it, a
+waiting writer goes on the moment the lock is free, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -220,42 +219,14 @@ def test_processes_writing_at_once_are_all_acknowledged_and_nothing_is_lost(
     assert service.verify_replay().ok
 
 
-def test_the_commit_leaves_copying_the_wal_to_the_checkpointer(
-    service: MemoryService, data_dir: Path, tmp_path: Path
-) -> None:
-    """A commit is not made to wait for a checkpoint (SQLite's own runs inside the commit
-    that finds the WAL past 1,000 pages); the checkpointer's thread copies the WAL into
-    the database file soon after each commit instead."""
-    store = _store(service)
-    service.write(WRITER, body(id="copied"))
-    deadline = time.monotonic() + 5
-    while True:  # the database file alone, without its WAL, holds the write
-        alone = tmp_path / f"alone-{time.monotonic_ns()}.sqlite3"
-        shutil.copyfile(store.database.path, alone)
-        conn = sqlite3.connect(alone)
-        try:
-            rows = conn.execute("SELECT count(*) FROM memories WHERE id = 'copied'").fetchone()
-        except sqlite3.OperationalError:  # not even the tables are copied yet
-            rows = None
-        finally:
-            conn.close()
-        if rows == (1,):
-            break
-        assert time.monotonic() < deadline, "the WAL was not copied into the database file"
-        time.sleep(0.05)
-
-
-def test_a_read_only_store_takes_no_turn_and_starts_no_checkpointer(
-    service: MemoryService, data_dir: Path
-) -> None:
-    """Commands that only read create no lock file and start no thread."""
+def test_a_read_only_store_takes_no_turn(service: MemoryService, data_dir: Path) -> None:
+    """Commands that only read create no lock file."""
     service.write(WRITER, body(id="m1"))
     lock = _turn_file(service)
     service.store.close()
     lock.unlink(missing_ok=True)
     reader = SQLiteStore.in_directory(data_dir, read_only=True)
     try:
-        assert reader.database.checkpointer is None
         assert not lock.exists()
     finally:
         reader.close()

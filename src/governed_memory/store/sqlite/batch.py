@@ -66,7 +66,6 @@ class SQLiteBatches:
                         conn.execute("ROLLBACK")
                     else:
                         conn.execute("COMMIT")
-                        self._db.committed()
                 except BaseException:
                     rollback(conn)
                     raise

@@ -11,9 +11,7 @@ command beside the server) take turns on an exclusive ``flock`` of a file beside
 database (``<name>-lock``) around each write transaction (:meth:`SQLiteDatabase.turn`): a
 waiting process is woken the moment the lock is free, where SQLite's busy handler sleeps
 in growing steps of up to 100 ms. SQLite's own lock still decides; the busy timeout stays
-for writers that do not take the turn. The WAL is copied into the database file by a
-thread of each writing process (:class:`.wal.Checkpointer`), not inside a commit, where
-it would hold the turn and delay every acknowledgement of the group.
+for writers that do not take the turn.
 
 Opened ``read_only`` (the commands that only read: export, replay --verify, keys list),
 every connection is ``mode=ro`` and nothing is migrated or written; on read-only media,
@@ -148,9 +146,6 @@ class SQLiteDatabase:
         self.write_lock = threading.Lock()
         self._turn = None if read_only else self._turn_file()
         self._turns = 0  # depth of turn() on this thread (it holds write_lock)
-        self.checkpointer = None if read_only else wal.Checkpointer(self._connect)
-        if self.checkpointer is not None:  # the checkpointer copies the WAL; this never
-            self.writer.execute(f"PRAGMA wal_autocheckpoint = {wal.FALLBACK_PAGES}")
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -243,11 +238,6 @@ class SQLiteDatabase:
         finally:
             self._turns = 0
             fcntl.flock(self._turn, fcntl.LOCK_UN)
-
-    def committed(self) -> None:
-        """A write transaction committed: the WAL may want copying into the file."""
-        if self.checkpointer is not None:
-            self.checkpointer.due()
 
     def reader(self) -> sqlite3.Connection:
         """This thread's reader connection, opened on first use; inside :meth:`prompt`,
@@ -416,7 +406,6 @@ class SQLiteDatabase:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 conn.execute("COMMIT")
-                self.committed()
             except sqlite3.Error as error:
                 rollback(conn)
                 raise unavailable(error, "SQLite write failed") from None
@@ -551,8 +540,6 @@ class SQLiteDatabase:
         if self.closed:
             return
         self.closed = True
-        if self.checkpointer is not None:
-            self.checkpointer.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()

@@ -14,9 +14,7 @@ purge already done costs the next open one truncation of a WAL that is usually e
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -24,66 +22,6 @@ from governed_memory.store.sqlite import sql
 
 #: The ``store_meta`` row recording a purge of the WAL still to do.
 PURGE_DUE = "wal_purge_due"
-
-#: The checkpointer copies the WAL at most this often, when something was committed.
-CHECKPOINT_SECONDS = 0.25
-#: The writer's own automatic checkpoint, kept at this many WAL pages in case the
-#: checkpointer falls behind (SQLite's default is 1,000).
-FALLBACK_PAGES = 10_000
-
-
-class Checkpointer:
-    """Copies the WAL into the database file from a thread of its own, on a connection
-    of its own (``wal_checkpoint(PASSIVE)``: it never waits for, nor blocks, a reader or
-    a writer), at most every :data:`CHECKPOINT_SECONDS` while commits are made.
-
-    SQLite's automatic checkpoint would run inside the ``COMMIT`` of whichever writer
-    finds the WAL past 1,000 pages, delaying the acknowledgement of its whole group (and
-    holding the writers' turn). Truncating the WAL after a key is destroyed stays on the
-    forget's path (:func:`truncate`). The thread starts with the first commit.
-    """
-
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
-        self._connect = connect
-        self._due = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._start = threading.Lock()
-
-    def due(self) -> None:
-        """Something was committed: copy it soon."""
-        if self._thread is None:
-            with self._start:
-                if self._thread is None and not self._stop.is_set():
-                    self._thread = threading.Thread(
-                        target=self._run, name="gmem-checkpoint", daemon=True
-                    )
-                    self._thread.start()
-        self._due.set()
-
-    def _run(self) -> None:
-        try:
-            conn = self._connect()
-        except Exception:  # noqa: BLE001 - the writer's own checkpoint remains
-            return
-        try:
-            while not self._stop.is_set():
-                self._due.wait()
-                self._due.clear()
-                if self._stop.is_set():
-                    break
-                with suppress(sqlite3.Error):  # busy, disk full: the next one copies it
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                self._stop.wait(CHECKPOINT_SECONDS)
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._due.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
 
 
 def truncate(conn: sqlite3.Connection, wal: Path, attempts: int) -> bool:
@@ -127,4 +65,4 @@ def forget_purge(conn: sqlite3.Connection, wal: Path) -> None:
                 conn.execute("ROLLBACK")
 
 
-__all__ = ["PURGE_DUE", "Checkpointer", "forget_purge", "purge_recorded", "truncate"]
+__all__ = ["PURGE_DUE", "forget_purge", "purge_recorded", "truncate"]
