@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from governed_memory.core.events import StoredEvent
@@ -41,15 +40,11 @@ class GroupCommit:
         self,
         commit_group: Callable[[list[Pending]], None],
         lock: threading.Lock | None = None,
-        turn: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self._commit_group = commit_group
         # The backend's write lock when it has other writers to keep out (SQLite's admin
         # transactions on the one writer connection, a close).
         self.lock = lock if lock is not None else threading.Lock()
-        # Other processes' writers to wait for (SQLite's turn on the file), before the
-        # queue is taken: batches queued meanwhile join the group.
-        self._turn = turn
         self._queue_lock = threading.Lock()
         self._queue: list[Pending] = []
 
@@ -60,10 +55,9 @@ class GroupCommit:
             self._queue.append(pending)
         with self.lock:
             if not pending.done:
-                with self._turn():
-                    with self._queue_lock:
-                        group, self._queue = self._queue, []
-                    self._commit_group(group)
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                self._commit_group(group)
         if pending.error is not None:
             raise pending.error
         return pending.result

@@ -58,17 +58,12 @@ class SQLiteBatches:
         try:
             if self._db.closed:
                 raise StoreUnavailable("the store is closed")
-            with self._db.turn():  # rolled back before another process takes its turn
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    new_scopes = self._apply_each(conn, group)
-                    if len(group) == 1 and group[0].error is not None:
-                        conn.execute("ROLLBACK")
-                    else:
-                        conn.execute("COMMIT")
-                except BaseException:
-                    rollback(conn)
-                    raise
+            conn.execute("BEGIN IMMEDIATE")
+            new_scopes = self._apply_each(conn, group)
+            if len(group) == 1 and group[0].error is not None:
+                conn.execute("ROLLBACK")
+            else:
+                conn.execute("COMMIT")
         except BaseException as error:  # the whole group failed to commit
             rollback(conn)  # a failed COMMIT may have rolled back already
             failure = (

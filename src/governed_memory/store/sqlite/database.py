@@ -6,13 +6,6 @@ writer. Every connection gets the same PRAGMAs: WAL, the chosen ``synchronous`` 
 ``secure_delete`` (deleted content is overwritten, not left in free pages) and the busy
 timeout.
 
-Processes writing the same file (the workers of ``gmem serve --workers N``, a ``gmem``
-command beside the server) take turns on an exclusive ``flock`` of a file beside the
-database (``<name>-lock``) around each write transaction (:meth:`SQLiteDatabase.turn`): a
-waiting process is woken the moment the lock is free, where SQLite's busy handler sleeps
-in growing steps of up to 100 ms. SQLite's own lock still decides; the busy timeout stays
-for writers that do not take the turn.
-
 Opened ``read_only`` (the commands that only read: export, replay --verify, keys list),
 every connection is ``mode=ro`` and nothing is migrated or written; on read-only media,
 where SQLite cannot create the WAL's shared-memory file, a database whose WAL holds no
@@ -26,7 +19,6 @@ serving do not, as they may reach an HTTP client.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import threading
@@ -46,9 +38,6 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 #: How long a purge left due waits before it is tried again without a commit.
 PURGE_RETRY_SECONDS = 5.0
-
-#: The file beside the database whose ``flock`` the writing processes take turns on.
-TURN_SUFFIX = "-lock"
 
 
 #: What a SQLite primary result code means, in words fit for an operator.
@@ -144,8 +133,6 @@ class SQLiteDatabase:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.writer = self._connect()
         self.write_lock = threading.Lock()
-        self._turn = None if read_only else self._turn_file()
-        self._turns = 0  # depth of turn() on this thread (it holds write_lock)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -209,35 +196,6 @@ class SQLiteDatabase:
         except sqlite3.Error as error:
             raise self._opening(error) from None
         return conn
-
-    def _turn_file(self) -> int | None:
-        """The lock file's descriptor; None where it cannot be opened (SQLite's busy
-        handler then orders this process's writes, as it does for any other writer)."""
-        path = self.path.with_name(self.path.name + TURN_SUFFIX)
-        for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
-            with suppress(OSError):
-                return os.open(path, flags, 0o600)
-        return None
-
-    @contextmanager
-    def turn(self) -> Iterator[None]:
-        """This process's turn to write the file, among every process that takes it: an
-        exclusive ``flock`` held for the block (the caller holds :attr:`write_lock`).
-        Nested turns hold it once. The kernel releases it when the process dies."""
-        if self._turn is None or self._turns:
-            self._turns += 1
-            try:
-                yield
-            finally:
-                self._turns -= 1
-            return
-        fcntl.flock(self._turn, fcntl.LOCK_EX)
-        self._turns = 1
-        try:
-            yield
-        finally:
-            self._turns = 0
-            fcntl.flock(self._turn, fcntl.LOCK_UN)
 
     def reader(self) -> sqlite3.Connection:
         """This thread's reader connection, opened on first use; inside :meth:`prompt`,
@@ -398,7 +356,7 @@ class SQLiteDatabase:
         ``deferred``: inside :meth:`deferred_sync`, commit without the fsync.
         """
         relaxed = deferred and self._deferring and self.synchronous in ("FULL", "EXTRA")
-        with self.write_lock, self.turn():
+        with self.write_lock:
             conn = self.writer
             if relaxed:
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -437,8 +395,7 @@ class SQLiteDatabase:
         try:
             conn.execute("PRAGMA busy_timeout = 0")
             try:
-                with self.turn():  # its end takes SQLite's write lock
-                    done = wal.truncate(conn, self._wal, attempts)
+                done = wal.truncate(conn, self._wal, attempts)
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
         except sqlite3.Error:  # disk full, I/O error: the purge stays due
@@ -476,8 +433,7 @@ class SQLiteDatabase:
                 raise self._opening(error) from None
             if not self.checkpoint(attempts):
                 return False
-            with self.turn():
-                wal.forget_purge(self.writer, self._wal)
+            wal.forget_purge(self.writer, self._wal)
             return True
 
     @property
@@ -507,7 +463,7 @@ class SQLiteDatabase:
     def _migrate(self) -> list[int]:
         conn = self.writer
         applied: list[int] = []
-        with self.write_lock, self.turn():
+        with self.write_lock:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
@@ -550,8 +506,6 @@ class SQLiteDatabase:
             if self.checkpoint_due:
                 self.checkpoint()  # a forget's pages must not stay in the WAL
             self.writer.close()
-            if self._turn is not None:
-                os.close(self._turn)
 
 
 __all__ = [

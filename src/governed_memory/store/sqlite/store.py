@@ -69,9 +69,7 @@ class SQLiteStore(SQLReads, SQLSessions):
         self.database = SQLiteDatabase(self.path, synchronous, busy_timeout_ms, read_only=read_only)
         super().__init__(self.database, sql)
         self._batches = SQLiteBatches(self.database)
-        self._group = GroupCommit(
-            self._batches.commit_group, lock=self.database.write_lock, turn=self.database.turn
-        )
+        self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
         self._search = SQLiteSearch(self.database)
         # During a rebuild: the item and document rows of tenants read with their index
         # entries, kept for their swap (bulk.Held), at most COMPARED_ITEMS items in all.
