@@ -1,7 +1,7 @@
 """Same-run A/B of the HTTP service: two source trees served in turn over one store.
 
 ``python -m bench.http_ab OLD_SRC NEW_SRC [--items N] [--requests R] [--clients C]
-[--rounds K] [--workers W] [--data DIR]``
+[--rounds K] [--workers W] [--data DIR] [--parts ceiling,search,write]``
 
 One store of the first ``N`` workload items is loaded (with the code this process
 imports), with one API key per tenant the clients act for, as :mod:`bench.httpserver`
@@ -12,7 +12,7 @@ benchmark's load generator against it: the ``/health/live`` ceiling, ``R`` searc
 store) from ``C`` concurrent clients. Printed per round and
 as medians over rounds: requests/s, p50 and p99, and the server's CPU per request
 (user + system time of the server's processes, read from ``/proc``), which is steadier
-than rates on a shared machine.
+than rates on a shared machine. ``--parts write`` measures the writes alone.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from bench import httpserver, loading
 from bench.workload import Item, Workload
 
 TICKS = os.sysconf("SC_CLK_TCK")
+PARTS = ("ceiling", "search", "write")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -54,6 +55,7 @@ def _serve_once(
     data_dir: Path,
     workers: int,
     clients: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]],
+    parts: tuple[str, ...] = PARTS,
 ) -> dict[str, Any]:
     searches, writes, pings = clients
     os.environ["PYTHONPATH"] = src
@@ -64,7 +66,9 @@ def _serve_once(
         shutil.copytree(data_dir, copy)  # every run starts from the same store
         with httpserver.serving(copy, workers, pids) as url:
             httpserver.load(url, [{"requests": ping["requests"][:20]} for ping in pings])
-            for name, spec in (("ceiling", pings), ("search", searches), ("write", writes)):
+            specs = {"ceiling": pings, "search": searches, "write": writes}
+            for name in parts:
+                spec = specs[name]
                 before = _cpu_seconds(pids[0])
                 summary = httpserver.load(url, spec)
                 cpu = _cpu_seconds(pids[0]) - before
@@ -83,7 +87,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--data", type=Path, default=None, help="reuse (or fill) this store")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="which loads to run (comma-separated)"
+    )
     args = parser.parse_args()
+    parts = tuple(part for part in PARTS if part in args.parts.split(","))
     workload = Workload()
     data_dir = args.data or Path(tempfile.mkdtemp(prefix="gmem-http-ab-"))
     loading.ensure(data_dir, workload, args.items, 2, None)
@@ -100,11 +108,11 @@ def main() -> None:
     for number in range(args.rounds):
         order = ("old", "new") if number % 2 == 0 else ("new", "old")
         for name in order:
-            result = _serve_once(sources[name], data_dir, args.workers, clients)
+            result = _serve_once(sources[name], data_dir, args.workers, clients, parts)
             rows[name].append(result)
             print(json.dumps({"round": number, "src": name, **_line(result)}), flush=True)
     print("medians over rounds (old -> new, ratio new/old):")
-    for part in ("ceiling", "search", "write"):
+    for part in parts:
         for measure in ("per_s", "p50_ms", "p99_ms", "cpu_ms"):
             old = statistics.median(r[part][measure] for r in rows["old"])
             new = statistics.median(r[part][measure] for r in rows["new"])
@@ -120,7 +128,8 @@ def _line(result: dict[str, Any]) -> dict[str, Any]:
             "cpu_ms": round(result[part]["cpu_ms"], 3),
             "statuses": result[part]["statuses"],
         }
-        for part in ("ceiling", "search", "write")
+        for part in PARTS
+        if part in result
     }
 
 
