@@ -197,7 +197,7 @@ class _TermHasher:
 
     def ids(self, words: list[str]) -> list[int]:
         """Each word's signed 64-bit id: the first 8 bytes of its HMAC, big-endian."""
-        ids = []
+        ids: list[int] = []
         add, first_bytes = ids.append, _SIGNED_64.unpack_from
         inner_state, outer_state = self._inner, self._outer
         for word in words:
