@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from governed_memory import errors
 from governed_memory.client._calls import Call
 from governed_memory.client._problems import BY_TYPE, error_from
+from governed_memory.core.events import MemoryWritten
 from governed_memory.core.model import MemoryItem
 from governed_memory.core.values import (
     ID_PATTERN,
@@ -262,3 +263,54 @@ def test_an_items_stored_provenance_is_the_compact_json_of_its_fields(
     provenance = Provenance(source=source, ref=ref, version=version)
     expected = json.dumps(provenance.as_dict(), separators=(",", ":"), sort_keys=True)
     assert _provenance_json(provenance) == expected == _compact_json(provenance.as_dict())
+
+
+written_events = st.builds(
+    MemoryWritten,
+    event_id=ids,
+    tenant_id=slugs,
+    memory_id=ids,
+    version=st.integers(min_value=1, max_value=2**31),
+    occurred_at=instants,
+    actor=names,
+    idempotency_key=optional_text,
+    agent_id=st.text(),
+    subject_id=st.text(),
+    purpose=st.text(),
+    kind=st.sampled_from(Kind),
+    content=st.none() | st.binary(max_size=600),
+    content_hash=st.text() | st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+    provenance=provenances,
+    trust=st.sampled_from(Trust),
+    confidence=st.floats(min_value=0, max_value=1) | st.sampled_from([0.0, 1.0, 1e-300, 0.1]),
+    expires_at=instants,
+    supersedes_id=st.none() | st.text(),
+    status=st.sampled_from(Status),
+    tokens=st.integers(min_value=0, max_value=2**63),
+)
+
+
+@given(written_events)
+def test_a_written_events_stored_payloads_are_the_compact_json_of_its_values(
+    event: MemoryWritten,
+) -> None:
+    """Every write spells its ``memory.written`` payloads out directly; the texts are
+    exactly the compact, key-sorted JSON of :func:`payload_of` (what the chain digests) and
+    of the compact log's list of values, whatever the fields hold: a different spelling
+    would break the chain of an export or make a rebuild rewrite every row."""
+    from governed_memory.codec import (
+        _COMPACT_KEYS,
+        event_columns,
+        payload_of,
+        stored_columns,
+    )
+
+    payload = payload_of(event)
+    canonical = json.dumps(payload, separators=(",", ":"), sort_keys=True)
+    values = [payload[key] for key in _COMPACT_KEYS]
+    compact = json.dumps(values, separators=(",", ":"), sort_keys=True)
+    columns, stored = stored_columns(event)
+    assert columns == event_columns(event)
+    assert columns[-1] == canonical
+    assert stored[len(columns) - 1] == compact
+    assert stored[len(columns)] == event.content

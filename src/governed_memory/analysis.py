@@ -188,8 +188,11 @@ def _pieces(text: str, keeps_apostrophe: bool) -> _Pieces:
     runs: list[str] = []
     folded = _fold(text)
     # Plain ASCII has no marks and no CJK: a simpler pattern, about three times faster.
-    pattern = _ASCII_WORD if folded.isascii() else _word_pattern()
-    for token in pattern.findall(folded):
+    ascii_only = folded.isascii()
+    tokens = (_ASCII_WORD if ascii_only else _word_pattern()).findall(folded)
+    if ascii_only and "-" not in folded and "'" not in folded:
+        return _Pieces(tokens, runs)  # each token is one word as it stands (most texts)
+    for token in tokens:
         if token.isascii():
             _add_word(token, words, keeps_apostrophe)
             continue
@@ -242,11 +245,10 @@ class Analyzer:
     def index_terms(self, text: str) -> Counter[str]:
         """The terms of a text to index, with their counts: every word, stopwords too."""
         pieces = _pieces(text, self.language in _KEEPS_APOSTROPHE)
-        counts = Counter(
-            term
-            for term in _stemmer(self.language).stemWords(pieces.words)
-            if len(term) <= MAX_TERM_CHARS
-        )
+        stems = _stemmer(self.language).stemWords(pieces.words)
+        if stems and max(map(len, stems)) > MAX_TERM_CHARS:
+            stems = [term for term in stems if len(term) <= MAX_TERM_CHARS]
+        counts = Counter(stems)
         for run in pieces.runs:
             counts.update(_bigrams(run))
             if len(run) > 1:

@@ -44,8 +44,16 @@ def _column(value: object) -> bytes:
 
 def event_digest(columns: Sequence[object]) -> bytes:
     """SHA-256 of an event's stored columns (``codec.EVENT_COLUMNS`` order), canonically."""
-    encoded = b"".join([_column(value) for value in columns])
-    return hashlib.sha256(_DOMAIN + len(columns).to_bytes(2, "big") + encoded).digest()
+    digest = hashlib.sha256(_DOMAIN + len(columns).to_bytes(2, "big"))
+    update = digest.update
+    for value in columns:  # _column's encoding, fed to the hash as it is made (every write)
+        if isinstance(value, str):
+            data = value.encode("utf-8", "surrogatepass")
+            update(b"s" + len(data).to_bytes(8, "big"))
+            update(data)
+        else:
+            update(_column(value))
+    return digest.digest()
 
 
 def chain_hash(previous: bytes, digest: bytes) -> bytes:

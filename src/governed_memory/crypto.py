@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,8 @@ KEY_ID_BYTES = 16
 NONCE_BYTES = 12
 _SHA256_BLOCK = 64
 MASTER_KEY_FILE = "master.key"
+#: A term id: the first 8 bytes of its HMAC as a signed big-endian integer.
+_SIGNED_64 = struct.Struct(">q")
 
 
 def _hkdf(secret: bytes, info: bytes) -> bytes:
@@ -194,13 +197,15 @@ class _TermHasher:
 
     def ids(self, words: list[str]) -> list[int]:
         """Each word's signed 64-bit id: the first 8 bytes of its HMAC, big-endian."""
-        ids = []
+        ids: list[int] = []
+        add, first_bytes = ids.append, _SIGNED_64.unpack_from
+        inner_state, outer_state = self._inner, self._outer
         for word in words:
-            inner = self._inner.copy()
+            inner = inner_state.copy()
             inner.update(word.encode("utf-8"))
-            outer = self._outer.copy()
+            outer = outer_state.copy()
             outer.update(inner.digest())
-            ids.append(int.from_bytes(outer.digest()[:8], "big", signed=True))
+            add(first_bytes(outer.digest())[0])
         return ids
 
 

@@ -119,6 +119,18 @@ def test_the_postings_of_a_text_count_each_term(vault: Vault) -> None:
     assert vault.index_doc("globex", Analyzer(), "email").terms.keys().isdisjoint(doc.terms)
 
 
+def test_words_that_hash_to_one_term_id_add_up_under_it(
+    vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two words whose keyed ids clash (64 bits: never seen, but possible) are one term:
+    its count is theirs together, and the length still counts every word."""
+    clashing = {"email": 7, "news": 7, "and": 9}
+    monkeypatch.setattr(vault, "term_ids", lambda tenant, words: [clashing[w] for w in words])
+    doc = vault.index_doc("acme", Analyzer(), "Email, email and news.")
+    assert doc.terms == {7: 3, 9: 1}
+    assert doc.length == 4
+
+
 def test_a_search_reads_the_keys_of_all_its_hits_at_once(
     store: MemoryStore, keyring: Keyring
 ) -> None:

@@ -675,3 +675,23 @@ def test_a_flipped_bit_in_the_content_an_item_takes_from_its_event_is_an_error(
         embedded.get(WRITER, "a")
     with pytest.raises(CryptoError):
         embedded.search(WRITER, query("alpha"))
+
+
+def test_a_write_reads_its_checks_and_its_tenants_chain_head_in_one_statement(
+    embedded: MemoryService,
+) -> None:
+    """A write's commit reads the recorded index, its subject's key and its tenant's last
+    event hash in one statement (one fewer a write), and the chain it links stays whole."""
+    embedded.write(WRITER, body(id="m1", content="The first note."))
+    store = embedded.store
+    assert isinstance(store, SQLiteStore)
+    statements: list[str] = []
+    store.database.writer.set_trace_callback(statements.append)
+    try:
+        embedded.write(WRITER, body(id="m2", content="The second note."))
+    finally:
+        store.database.writer.set_trace_callback(None)
+    reads = [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
+    assert len(reads) == 1, reads
+    report = verify_chain(store)
+    assert report.ok and report.events == 2

@@ -141,11 +141,14 @@ def text(value: object, field: str, *, max_chars: int = MAX_TEXT_CHARS, min_char
         raise ValidationError.field(field, "must be a string")
     if "\x00" in value:
         raise ValidationError.field(field, "must not contain the NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError.field(field, "must not contain unpaired surrogates") from None
-    normalized = unicodedata.normalize("NFC", value)
+    if value.isascii():  # no surrogate, and already NFC (most text: no copy made)
+        normalized = value
+    else:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError.field(field, "must not contain unpaired surrogates") from None
+        normalized = unicodedata.normalize("NFC", value)
     if len(normalized) > max_chars:
         raise ValidationError.field(field, f"must be at most {max_chars} characters")
     if len(normalized.strip()) < min_chars:

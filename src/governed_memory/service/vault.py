@@ -353,7 +353,10 @@ class Vault:
         index key."""
         counts = analyzer.index_terms(content)
         words = list(counts)
-        merged: dict[int, int] = {}
-        for term_id, word in zip(self.term_ids(tenant, words), words, strict=True):
-            merged[term_id] = merged.get(term_id, 0) + counts[word]
+        ids = self.term_ids(tenant, words)
+        merged = dict(zip(ids, counts.values(), strict=True))
+        if len(merged) != len(words):  # two words of one id (a 64-bit clash): add them up
+            merged = {}
+            for term_id, word in zip(ids, words, strict=True):
+                merged[term_id] = merged.get(term_id, 0) + counts[word]
         return IndexDoc(merged, sum(counts.values()))

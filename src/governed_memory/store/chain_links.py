@@ -39,6 +39,11 @@ class Heads:
         self._read = read
         self._heads: dict[str, bytes] = {}
 
+    def known(self, tenant_id: str, head: bytes | None) -> None:
+        """The tenant's head as the caller read it from the store (``None``: no event yet),
+        read in the same transaction as :meth:`link` would have read it."""
+        self._heads[tenant_id] = head or GENESIS
+
     def link(self, tenant_id: str, columns: Sequence[Any]) -> tuple[bytes, bytes]:
         """The previous hash and the hash of the tenant's next event, now its head."""
         previous = self._heads.get(tenant_id)

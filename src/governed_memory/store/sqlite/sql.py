@@ -150,10 +150,12 @@ INSERT_API_KEY = (
     f"INSERT INTO api_keys ({', '.join(API_KEY_COLUMNS)}) VALUES ({marks(len(API_KEY_COLUMNS))})"
 )
 GET_META = "SELECT value FROM store_meta WHERE name = ?"
-# A batch's two checks read at once (the index it was made for, its subject's key).
-INDEX_AND_KEY = (
+# A batch's two checks read at once (the index it was made for, its subject's key), with
+# its tenant's chain head (TENANT_HEAD_HASH), which its first event is linked to.
+INDEX_KEY_AND_HEAD = (
     "SELECT (SELECT value FROM store_meta WHERE name = ?), "
-    "(SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?)"
+    "(SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?), "
+    "(SELECT hash FROM events WHERE tenant_id = ? ORDER BY position DESC LIMIT 1)"
 )
 CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 REPLACE_META = (
