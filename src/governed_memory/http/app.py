@@ -37,6 +37,7 @@ from governed_memory.http.auth import Authenticator
 from governed_memory.http.edge import EdgeMiddleware
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.http.routes import metrics_router, router
+from governed_memory.http.search_lane import SearchLane
 from governed_memory.http.shared import SharedState
 from governed_memory.observability import Metrics
 from governed_memory.ports import Credentials
@@ -114,6 +115,7 @@ def create_app(
     # pool is pure cost for a short search. Alone, the pool lets SQLite's own work (which
     # releases the GIL) overlap the loop's Python, which served more searches a second.
     app.state.searches_on_loop = shared is not None and service.searches_at_once
+    app.state.search_lane = True  # ordinary searches skip the framework (http/search_lane.py)
     app.state.worker = worker
     return app
 
@@ -165,6 +167,8 @@ def _lifespan(
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
+    # Inside the edge: ordinary searches answered without the framework's dispatch.
+    app.add_middleware(SearchLane)
     # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
     # rate-limit headers, the body limit (governed_memory.http.edge).
     app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
