@@ -37,7 +37,6 @@ from governed_memory.http.auth import Authenticator
 from governed_memory.http.edge import EdgeMiddleware
 from governed_memory.http.limits import FixedWindowLimiter
 from governed_memory.http.routes import metrics_router, router
-from governed_memory.http.search_lane import SearchLane
 from governed_memory.http.shared import SharedState
 from governed_memory.observability import Metrics
 from governed_memory.ports import Credentials
@@ -167,10 +166,9 @@ def _lifespan(
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
-    # Inside the edge: ordinary searches answered without the framework's dispatch.
-    app.add_middleware(SearchLane)
     # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
-    # rate-limit headers, the body limit (governed_memory.http.edge).
+    # rate-limit headers, the body limit, and ordinary searches answered without the
+    # framework's dispatch (governed_memory.http.edge, .search_lane).
     app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
     if settings.otel == "on":
         # Imported here: without tracing on, nothing of OpenTelemetry is loaded. Added

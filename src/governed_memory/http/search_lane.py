@@ -4,9 +4,10 @@ A search through FastAPI passes, besides the service, the exception and exit-sta
 middlewares, the router (matching routes through the app's include), the strict route's
 checks, the body's reading and parsing, and the solving of its dependencies, each a few
 coroutine frames and a few dozen microseconds: about a third of a short search's CPU in
-the process. Searches are the calls agents make most, so this ASGI layer, just inside the
-edge (:mod:`.edge`: access log, metrics, 500s, rate-limit headers and the body limit stay
-its), answers a search itself when it is an ordinary one:
+the process. Searches are the calls agents make most, so the edge (:mod:`.edge`: access
+log, metrics, 500s, rate-limit headers and the body limit stay its) hands a request to
+``/v1/search`` to this ASGI app over the app, which answers a search itself when it is an
+ordinary one:
 
 - ``POST`` to exactly ``/v1/search``, no query string, no root path, no dependency
   overrides on the app;
