@@ -7,6 +7,7 @@ answered by the lane; anything unusual goes the framework's way as before."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -190,6 +191,10 @@ def test_a_rate_limited_search_is_the_apps_429(
     assert "retry-after" in laned[-1].headers
 
 
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[Any]:
+    return [r for r in caplog.records if r.name == "governed_memory.access"]
+
+
 def test_the_lane_is_named_in_the_access_log_and_the_metrics(
     api: Api, lane: Lane, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -197,7 +202,10 @@ def test_the_lane_is_named_in_the_access_log_and_the_metrics(
     with caplog.at_level("INFO", logger="governed_memory.access"):
         _send(api, True, {"json": query(), "headers": headers})
         _send(api, True, {"json": query(), "headers": {}})
-    lines = [r for r in caplog.records if r.name == "governed_memory.access"]
+        deadline = time.monotonic() + 10  # a request's line is written after its answer
+        while len(access_lines(caplog)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    lines = access_lines(caplog)
     assert [(r.route, r.status, r.method) for r in lines] == [  # type: ignore[attr-defined]
         ("/v1/search", 200, "POST"),
         ("/v1/search", 401, "POST"),
@@ -208,3 +216,22 @@ def test_the_lane_is_named_in_the_access_log_and_the_metrics(
     )
     assert "gmem_search_duration_seconds_count 1.0" in exposition
     assert lane.answered == 2
+
+
+def test_a_streamed_body_is_read_whole_or_refused_at_the_limit(api: Api, lane: Lane) -> None:
+    headers = api.key() | {"Content-Type": "application/json"}
+    document = json.dumps(query("email")).encode()
+
+    def chunks(data: bytes) -> Any:  # sent chunked, without a Content-Length
+        return iter([data[:10], data[10:20], data[20:]])
+
+    framework = _send(api, False, {"content": chunks(document), "headers": headers})
+    laned = _send(api, True, {"content": chunks(document), "headers": headers})
+    assert framework.status_code == 200
+    assert_same(framework, laned)
+    assert lane.answered == 1
+    padded = json.dumps(query("email " * 600)).encode()  # over the 2048-byte limit
+    framework = _send(api, False, {"content": chunks(padded), "headers": headers})
+    laned = _send(api, True, {"content": chunks(padded), "headers": headers})
+    assert framework.status_code == 413
+    assert_same(framework, laned)

@@ -57,7 +57,8 @@ def _search_route() -> Any:
 
 
 class SearchLane:
-    """The ASGI layer that answers ordinary searches; everything else passes through.
+    """The ASGI app over the app that answers ordinary searches; anything else it passes
+    on.
 
     The app's ``state.search_lane`` false sends every request through the app (the tests
     compare the two)."""
@@ -72,15 +73,12 @@ class SearchLane:
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
-        body = b""
         while True:  # the edge's receive: over the limit, it raises and the edge answers 413
             message = await receive()
             messages.append(message)
-            if message["type"] != "http.request":
+            if message["type"] != "http.request" or not message.get("more_body", False):
                 break
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
         parsed = self._parsed(scope, messages, body)
         if parsed is None:
             await self.app(scope, _replay(messages, receive), send)
