@@ -114,6 +114,7 @@ def create_app(
     # pool is pure cost for a short search. Alone, the pool lets SQLite's own work (which
     # releases the GIL) overlap the loop's Python, which served more searches a second.
     app.state.searches_on_loop = shared is not None and service.searches_at_once
+    app.state.search_lane = True  # ordinary searches skip the framework (http/search_lane.py)
     app.state.worker = worker
     return app
 
@@ -166,7 +167,8 @@ def _lifespan(
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
     # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
-    # rate-limit headers, the body limit (governed_memory.http.edge).
+    # rate-limit headers, the body limit, and ordinary searches answered without the
+    # framework's dispatch (governed_memory.http.edge, .search_lane).
     app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
     if settings.otel == "on":
         # Imported here: without tracing on, nothing of OpenTelemetry is loaded. Added

@@ -231,14 +231,20 @@ def allowed_methods(request: Request) -> str:
     return ", ".join(allowed)
 
 
+def domain_response(error: GovernedMemoryError, metrics: Metrics | None) -> JSONResponse:
+    """The app's answer to a domain error raised by a route: its problem, the conflicts
+    counted."""
+    if metrics is not None and isinstance(error, Conflict):
+        metrics.observe_conflict(error)
+    return error_response(error)
+
+
 def install(app: FastAPI, metrics: Metrics | None) -> None:
     """Register the handlers that turn every error into a problem."""
 
     async def on_domain(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, GovernedMemoryError)
-        if metrics is not None and isinstance(exc, Conflict):
-            metrics.observe_conflict(exc)
-        return error_response(exc)
+        return domain_response(exc, metrics)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -261,6 +267,7 @@ __all__ = [
     "PROBLEM_JSON",
     "ProblemType",
     "allowed_methods",
+    "domain_response",
     "error_response",
     "http_response",
     "install",

@@ -160,7 +160,12 @@ def put_memory(
     tags=["memories"],
 )
 async def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
-    started = time.perf_counter()
+    return await answer_search(caller, body, time.perf_counter())
+
+
+async def answer_search(caller: Caller, body: schemas.SearchBody, started: float) -> Response:
+    """The answer to a search (the route's, and :mod:`.search_lane`'s), timed from
+    ``started``."""
     raw = body.model_dump(exclude_none=True)
     if caller.searches_on_loop:
         try:  # on the event loop, if the service can answer at once (MemoryService.search)
@@ -424,4 +429,4 @@ def metrics(registry: MetricsDep) -> Response:
     return Response(registry.exposition(), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-__all__ = ["metrics_router", "router"]
+__all__ = ["Caller", "answer_search", "metrics_router", "router"]
