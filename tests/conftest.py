@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
@@ -18,6 +19,11 @@ from governed_memory.store.sqlite import SQLiteStore
 from tests.support.fakes import FakeClock
 
 BACKENDS = ["memory", "sqlite", "postgres"]
+
+# Property tests check what holds, never how fast: no per-example deadline (a shared,
+# loaded machine made one example of a wire-form test overrun Hypothesis's 200 ms default).
+settings.register_profile("governed-memory", deadline=None)
+settings.load_profile("governed-memory")
 
 
 def postgres_dsn() -> str | None:
