@@ -1,9 +1,8 @@
-"""Where a search is made (routes.py, ``MemoryService.search(wait=False)``). In a worker of
-``gmem serve --workers N``: a short one on the event loop, which saves the hop to a worker
-thread and back; a long one, or one that would wait, from a worker thread, so the loop
-keeps answering every other request. In a single process: every one from a worker thread
-(the pool lets SQLite's work overlap the loop's). The answer is the same either way: same
-filters, ranking, budget, metrics."""
+"""Where a search is made (routes.py, ``MemoryService.search(wait=False)``). In a single
+process and in a worker of ``gmem serve --workers N`` alike: a short one on the event loop,
+which saves the hop to a worker thread and back; a long one, or one that would wait, from a
+worker thread, so the loop keeps answering every other request. The answer is the same
+either way: same filters, ranking, budget, metrics."""
 
 from __future__ import annotations
 
@@ -77,7 +76,7 @@ class Searches:
 
 @pytest.fixture
 def api(make_api: MakeApi) -> Api:
-    """The app over a fresh SQLite store, searching as a worker of several does."""
+    """The app over a fresh SQLite store, searching as every process does."""
     return as_worker(make_api())
 
 
@@ -270,18 +269,18 @@ def normalised(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [httpx.Response(200, json=r).json() for r in results]
 
 
-def test_one_process_searches_from_its_thread_pool_and_a_worker_of_several_on_its_loop(
+def test_one_process_and_a_worker_of_several_both_make_a_short_search_on_their_loop(
     make_api: MakeApi, tmp_path: Path
 ) -> None:
-    """Alone, the process searches from its thread pool (as before); as one worker of
-    ``gmem serve --workers N`` (``create_app(shared=...)``), a short search on its loop."""
+    """Alone, or as one worker of ``gmem serve --workers N`` (``create_app(shared=...)``),
+    the process makes a short search on its loop."""
     alone = make_api()
     headers, _ = key(alone)
     fill(alone, 2)
     searches = Searches(alone.store)
-    assert alone.app.state.searches_on_loop is False
+    assert alone.app.state.searches_on_loop is True
     assert alone.client.post("/v1/search", json=search_body("refund"), headers=headers).json()
-    assert searches.on_loop == [False]
+    assert searches.on_loop == [True]
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -296,4 +295,4 @@ def test_one_process_searches_from_its_thread_pool_and_a_worker_of_several_on_it
     with running(app) as url, httpx.Client(base_url=url, timeout=30) as worker:
         found = worker.post("/v1/search", json=search_body("refund"), headers=headers)
     assert found.status_code == 200 and len(found.json()["items"]) == 1
-    assert searches.on_loop == [False, True]
+    assert searches.on_loop == [True, True]

@@ -110,10 +110,10 @@ def create_app(
     limit, window = settings.rate_limit_requests, settings.rate_limit_window_seconds
     limiter = FixedWindowLimiter(limit, window) if state is None else state.limiter(limit, window)
     _install(app, settings, service, api_keys, limiter, metrics)
-    # One worker of several: the processes give the parallelism, and the hop to the thread
-    # pool is pure cost for a short search. Alone, the pool lets SQLite's own work (which
-    # releases the GIL) overlap the loop's Python, which served more searches a second.
-    app.state.searches_on_loop = shared is not None and service.searches_at_once
+    # A short search (MemoryService.search(wait=False)) is made on the loop, alone or as a
+    # worker of several: the hop to the thread pool and back, and sixteen pool threads
+    # taking turns on the GIL, cost more than the search (docs/benchmarks.md, item 5).
+    app.state.searches_on_loop = service.searches_at_once
     app.state.search_lane = True  # ordinary searches skip the framework (http/search_lane.py)
     app.state.worker = worker
     return app

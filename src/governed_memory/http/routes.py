@@ -1,10 +1,10 @@
 """The routes of SPEC §8. Each one parses, calls the service, serializes; nothing else.
 
 Routes are plain ``def`` functions: FastAPI runs them in its thread pool, which suits the
-synchronous stores (SQLite keeps one connection per thread). Search is the exception: in a
-worker of ``gmem serve --workers N`` (``app.state.searches_on_loop``) it is first asked on
-the event loop, where the service makes it only if it is short and waits for nothing (a
-small SQLite scope), and from the thread pool otherwise. Scopes, agents, trust and tenant
+synchronous stores (SQLite keeps one connection per thread). Search is the exception
+(``app.state.searches_on_loop``): it is first asked on the event loop, where the service
+makes it only if it is short and waits for nothing (a small SQLite scope), and from the
+thread pool otherwise. Scopes, agents, trust and tenant
 visibility are enforced by the service; the principal comes from the API key.
 """
 
