@@ -90,10 +90,10 @@ class SearchLane:
             return False
         app = scope["app"]
         return bool(
-            app.state.search_lane
+            getattr(app.state, "search_lane", False)  # an app not made by create_app: its way
             and not scope.get("query_string")
             and not scope.get("root_path")
-            and not app.dependency_overrides
+            and not getattr(app, "dependency_overrides", None)
         )
 
     def _parsed(self, scope: Scope, messages: list[Message], body: bytes) -> Any:
