@@ -10,11 +10,13 @@ leaves every tenant consistent.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from governed_memory.bootstrap import open_service
@@ -72,5 +74,14 @@ def measure(data_dir: str, limit_seconds: float) -> dict[str, Any]:
     return last
 
 
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.rebuild", description=__doc__)
+    parser.add_argument("data_dir", help="a loaded data directory (gmem.sqlite3, its key)")
+    args = parser.parse_args(argv)
+    if not (Path(args.data_dir) / "gmem.sqlite3").is_file():
+        parser.error(f"{args.data_dir}: no gmem.sqlite3 there (a loaded store is needed)")
+    _run(args.data_dir)
+
+
 if __name__ == "__main__":
-    _run(sys.argv[1])
+    main()
