@@ -294,10 +294,10 @@ written_events = st.builds(
 def test_a_written_events_stored_payloads_are_the_compact_json_of_its_values(
     event: MemoryWritten,
 ) -> None:
-    """Every write spells its ``memory.written`` payloads out directly; the texts are
-    exactly the compact, key-sorted JSON of :func:`payload_of` (what the chain digests) and
-    of the compact log's list of values, whatever the fields hold: a different spelling
-    would break the chain of an export or make a rebuild rewrite every row."""
+    """A ``memory.written``'s stored payload texts are exactly the compact, key-sorted
+    JSON of :func:`payload_of` (what the chain digests) and of the compact log's list of
+    values, whatever the fields hold: a different spelling would break the chain of an
+    export or make a rebuild rewrite every row."""
     from governed_memory.codec import (
         _COMPACT_KEYS,
         event_columns,

@@ -45,14 +45,8 @@ def _column(value: object) -> bytes:
 def event_digest(columns: Sequence[object]) -> bytes:
     """SHA-256 of an event's stored columns (``codec.EVENT_COLUMNS`` order), canonically."""
     digest = hashlib.sha256(_DOMAIN + len(columns).to_bytes(2, "big"))
-    update = digest.update
-    for value in columns:  # _column's encoding, fed to the hash as it is made (every write)
-        if isinstance(value, str):
-            data = value.encode("utf-8", "surrogatepass")
-            update(b"s" + len(data).to_bytes(8, "big"))
-            update(data)
-        else:
-            update(_column(value))
+    for value in columns:  # fed to the hash as each is encoded (every write makes one)
+        digest.update(_column(value))
     return digest.digest()
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -135,51 +134,7 @@ def event_row(event: Event) -> EventRow:
 def event_columns(event: Event) -> tuple[Any, ...]:
     """An event's stored columns in :data:`EVENT_COLUMNS` order (what :func:`event_row`
     holds, as the tuple the drivers and the hash chain take: every write makes one)."""
-    if isinstance(event, MemoryWritten):
-        texts = _written_texts(event)
-        if texts is not None:
-            return _columns(event, texts[0])
     return _columns(event, _compact_json(payload_of(event)))
-
-
-def _written_texts(event: MemoryWritten) -> tuple[str, str] | None:
-    """The canonical payload of a ``memory.written`` and its compact payload (the values
-    of :data:`_COMPACT_KEYS`), exactly as :data:`_compact_json` writes ``payload_of(event)``
-    and that list, written out directly (every write makes both); ``None`` unless each
-    value is of the type the service makes, for which the spelling below is the encoder's.
-    """
-    confidence, tokens, supersedes = event.confidence, event.tokens, event.supersedes_id
-    if (
-        type(confidence) is not float
-        or not math.isfinite(confidence)
-        or type(tokens) is not int
-        or not (supersedes is None or type(supersedes) is str)
-    ):
-        return None
-    for text in (event.agent_id, event.subject_id, event.purpose, event.content_hash):
-        if type(text) is not str:
-            return None
-    content = event.content
-    if not (content is None or type(content) is bytes):
-        return None
-    agent, purpose = _quoted(event.agent_id), _quoted(event.purpose)
-    kind, trust = _quoted(event.kind.value), _quoted(event.trust.value)
-    status, provenance = _quoted(event.status.value), _provenance_json(event.provenance)
-    expires, score = to_micros(event.expires_at), repr(confidence)
-    replaces = "null" if supersedes is None else _quoted(supersedes)
-    blob = "null" if content is None else f'"{base64.b64encode(content).decode("ascii")}"'
-    canonical = (
-        f'{{"agent_id":{agent},"confidence":{score},"content":{blob},'
-        f'"content_hash":{_quoted(event.content_hash)},"expires_at":{expires},'
-        f'"kind":{kind},"provenance":{provenance},"purpose":{purpose},"status":{status},'
-        f'"subject_id":{_quoted(event.subject_id)},"supersedes_id":{replaces},'
-        f'"tokens":{tokens},"trust":{trust}}}'
-    )
-    compact = (
-        f"[{agent},{score},{expires},{kind},{provenance},{purpose},{status},{replaces},"
-        f"{tokens},{trust}]"
-    )
-    return canonical, compact
 
 
 def _columns(event: Event, payload: str) -> tuple[Any, ...]:
@@ -337,15 +292,11 @@ def stored_columns(event: Event) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     if not isinstance(event, MemoryWritten):
         columns = event_columns(event)
         return columns, (*columns, None, None)
-    content_hash = event.content_hash
-    stored_hash = bytes.fromhex(content_hash) if _HEX_HASH.fullmatch(content_hash) else content_hash
-    texts = _written_texts(event)
-    if texts is not None:
-        columns = _columns(event, texts[0])
-        return columns, (*columns[:-1], texts[1], event.content, stored_hash)
     payload = payload_of(event)
     columns = _columns(event, _compact_json(payload))
     values = [payload[key] for key in _COMPACT_KEYS]
+    content_hash = event.content_hash
+    stored_hash = bytes.fromhex(content_hash) if _HEX_HASH.fullmatch(content_hash) else content_hash
     stored = (*columns[:-1], _compact_json(values), event.content, stored_hash)
     return columns, stored
 

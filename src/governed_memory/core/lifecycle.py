@@ -190,29 +190,8 @@ def with_content(events: Sequence[Event], sealed: SealedContent) -> list[Event]:
     """A decided write's events, its written event now holding the sealed content."""
     written, *rest = events
     assert isinstance(written, MemoryWritten), "a write decides memory.written first"
-    # Every field named (``dataclasses.replace`` walks the fields on each call, and a
-    # write makes this copy): a field added to the event and left out here fails loudly.
-    filled = MemoryWritten(
-        event_id=written.event_id,
-        tenant_id=written.tenant_id,
-        memory_id=written.memory_id,
-        version=written.version,
-        occurred_at=written.occurred_at,
-        actor=written.actor,
-        idempotency_key=written.idempotency_key,
-        agent_id=written.agent_id,
-        subject_id=written.subject_id,
-        purpose=written.purpose,
-        kind=written.kind,
-        content=sealed.blob,
-        content_hash=sealed.content_hash,
-        provenance=written.provenance,
-        trust=written.trust,
-        confidence=written.confidence,
-        expires_at=written.expires_at,
-        supersedes_id=written.supersedes_id,
-        status=written.status,
-        tokens=sealed.tokens,
+    filled = dataclasses.replace(
+        written, content=sealed.blob, content_hash=sealed.content_hash, tokens=sealed.tokens
     )
     return [filled, *rest]
 

@@ -155,7 +155,7 @@ GET_META = "SELECT value FROM store_meta WHERE name = ?"
 INDEX_KEY_AND_HEAD = (
     "SELECT (SELECT value FROM store_meta WHERE name = ?), "
     "(SELECT key_id FROM subject_keys WHERE tenant_id = ? AND subject_id = ?), "
-    "(SELECT hash FROM events WHERE tenant_id = ? ORDER BY position DESC LIMIT 1)"
+    f"({TENANT_HEAD_HASH})"
 )
 CLAIM_META = "INSERT INTO store_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 REPLACE_META = (
