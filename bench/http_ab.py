@@ -91,7 +91,10 @@ def main() -> None:
         "--parts", default=",".join(PARTS), help="which loads to run (comma-separated)"
     )
     args = parser.parse_args()
-    parts = tuple(part for part in PARTS if part in args.parts.split(","))
+    asked = set(args.parts.split(","))
+    if not asked or asked - set(PARTS):
+        parser.error(f"--parts: a comma-separated choice of {', '.join(PARTS)}")
+    parts = tuple(part for part in PARTS if part in asked)
     workload = Workload()
     data_dir = args.data or Path(tempfile.mkdtemp(prefix="gmem-http-ab-"))
     loading.ensure(data_dir, workload, args.items, 2, None)
