@@ -13,7 +13,7 @@ import pytest
 
 from governed_memory import open_service
 from tests.support.fakes import body, principal
-from tests.support.processes import GMEM
+from tests.support.processes import GMEM, peak_rss_mib
 
 #: What each imported item may add to the peak, at most. Holding the whole log, every
 #: item's plaintext and every row of the rebuild cost 4.2 KiB an item here (5 KiB at 60k
@@ -58,16 +58,7 @@ def import_peak_mib(tmp_path: Path, items: int) -> float:
     target.mkdir()
     shutil.copy(tmp_path / f"master-{items}.key", target / "master.key")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GMEM_")}
-    process = subprocess.Popen(
-        [GMEM, "import", str(dump), "--data-dir", str(target)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0
-    return usage.ru_maxrss / 1024  # KiB on Linux
+    return peak_rss_mib([GMEM, "import", str(dump), "--data-dir", str(target)], env)
 
 
 @pytest.mark.slow
