@@ -314,3 +314,50 @@ def test_a_written_events_stored_payloads_are_the_compact_json_of_its_values(
     assert columns[-1] == canonical
     assert stored[len(columns) - 1] == compact
     assert stored[len(columns)] == event.content
+
+
+def test_decoded_events_share_the_values_a_log_repeats() -> None:
+    """``memory.written`` events of one tenant, actor, agent, subject, purpose and
+    provenance decode into the same objects for those values, from compact and canonical
+    rows alike: a rebuild's fold keeps one state per item, each holding them, and copies
+    read from each row cost about 0.4 KiB an item of its peak."""
+    from governed_memory.codec import stored_columns, stored_event_from_row
+
+    def fresh(value: Any) -> Any:  # a copy, as each row read from a store holds its own
+        return "".join(list(value)) if isinstance(value, str) else value
+
+    def decoded(event: MemoryWritten, compact: bool) -> MemoryWritten:
+        columns, stored = stored_columns(event)
+        row = stored if compact else (*columns, None, None)
+        decoded = stored_event_from_row((1, *map(fresh, row))).event
+        assert isinstance(decoded, MemoryWritten)
+        assert decoded == event
+        return decoded
+
+    first = MemoryWritten(
+        event_id="e1",
+        tenant_id="acme",
+        memory_id="m1",
+        version=1,
+        occurred_at=datetime(2026, 1, 2, tzinfo=UTC),
+        actor="writer",
+        idempotency_key=None,
+        agent_id="support-bot",
+        subject_id="customer-1",
+        purpose="support",
+        kind=Kind.FACT,
+        content=b"sealed",
+        content_hash="0" * 64,
+        provenance=Provenance(source="crm", ref="ticket-1"),
+        trust=Trust.TRUSTED,
+        confidence=0.9,
+        expires_at=datetime(2027, 1, 2, tzinfo=UTC),
+        supersedes_id=None,
+        status=Status.ACTIVE,
+        tokens=3,
+    )
+    second = replace(first, event_id="e2", memory_id="m2", content=b"sealed too")
+    for compact in (True, False):
+        one, two = decoded(first, compact), decoded(second, compact)
+        for name in ("tenant_id", "actor", "agent_id", "subject_id", "purpose", "provenance"):
+            assert getattr(one, name) is getattr(two, name), name

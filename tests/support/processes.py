@@ -24,6 +24,14 @@ import httpx
 GMEM = str(Path(sys.executable).parent / "gmem")
 ALL_SCOPES = "memory:write,memory:read,memory:review,subject:forget,audit:read"
 STOP_SECONDS = 40
+#: Runs ``argv[1:]`` (output discarded) from a process of its own and prints its exit
+#: status and peak RSS in KiB: see :func:`peak_rss_mib`.
+_PEAK_RSS = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
 
 
 def free_port() -> int:
@@ -49,6 +57,26 @@ def gmem(
     if done.returncode != 0:
         raise RuntimeError(f"gmem {args[0]} failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout
+
+
+def peak_rss_mib(command: list[str], env: Mapping[str, str] | None = None) -> float:
+    """The peak RSS (MiB) of ``command``, which must succeed.
+
+    Linux carries ``ru_maxrss`` across ``fork`` and ``exec``: a child started from the
+    test process reports the test process's own peak when that is higher (a test that
+    made a large store in-process first measures that store, not the command). So a
+    small process of its own starts the command and reads its peak.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *command],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    status, kib = done.stdout.split()
+    assert status == "0", f"{command[:2]} exited with {status}"
+    return int(kib) / 1024
 
 
 def create_key(
