@@ -114,7 +114,7 @@ def create_app(
     # worker of several: the hop to the thread pool and back, and sixteen pool threads
     # taking turns on the GIL, cost more than the search (docs/benchmarks.md, item 5).
     app.state.searches_on_loop = service.searches_at_once
-    app.state.search_lane = True  # ordinary searches skip the framework (http/search_lane.py)
+    app.state.lane = True  # ordinary searches and writes skip the framework (http/lane.py)
     app.state.worker = worker
     return app
 
@@ -167,8 +167,8 @@ def _lifespan(
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: Metrics | None) -> None:
     # One middleware, one send wrapper: access log and metrics, the 500 of last resort,
-    # rate-limit headers, the body limit, and ordinary searches answered without the
-    # framework's dispatch (governed_memory.http.edge, .search_lane).
+    # rate-limit headers, the body limit, and ordinary searches and writes answered without
+    # the framework's dispatch (governed_memory.http.edge, .lane).
     app.add_middleware(EdgeMiddleware, max_bytes=settings.max_body_bytes, metrics=metrics)
     if settings.otel == "on":
         # Imported here: without tracing on, nothing of OpenTelemetry is loaded. Added

@@ -10,9 +10,8 @@ frame and a ``send`` closure each, per request and per message):
 4. the body limit: a declared ``Content-Length`` over the limit is 413 before anything is
    read, a streamed body is cut off as soon as it passes the limit (:mod:`.limits`).
 
-Inside all that, a request to ``/v1/search`` goes to the search lane
-(:mod:`.search_lane`), which answers an ordinary search itself and passes anything else
-on to the app; every other request goes straight to the app.
+Inside all that, every request goes to the lane (:mod:`.lane`), which answers an ordinary
+search or write itself and passes anything else on to the app.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governed_memory.errors import PayloadTooLarge
 from governed_memory.http.access_log import KEY_ID_STATE, KNOWN_METHODS, access_log, route_template
+from governed_memory.http.lane import Lane
 from governed_memory.http.limits import STATE_KEY, RateDecision
 from governed_memory.http.problems import INTERNAL, error_response, problem
-from governed_memory.http.search_lane import SEARCH_PATH, SearchLane
 from governed_memory.observability import Metrics
 
 log = logging.getLogger("governed_memory.http")
@@ -93,7 +92,7 @@ class EdgeMiddleware:
 
     def __init__(self, app: ASGIApp, max_bytes: int, metrics: Metrics | None) -> None:
         self.app = app
-        self.searches = SearchLane(app)
+        self.lane = Lane(app)
         self.max_bytes = max_bytes
         self.metrics = metrics
 
@@ -116,9 +115,8 @@ class EdgeMiddleware:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await exchange.answer(error_response(self._too_large()))
             return
-        app = self.searches if exchange.scope["path"] == SEARCH_PATH else self.app
         try:
-            await app(exchange.scope, exchange.limited_receive, exchange.app_send)
+            await self.lane(exchange.scope, exchange.limited_receive, exchange.app_send)
         except _BodyTooLarge:
             pass
         except Exception:

@@ -164,7 +164,7 @@ async def search(body: schemas.SearchBody, caller: CallerDep) -> Response:
 
 
 async def answer_search(caller: Caller, body: schemas.SearchBody, started: float) -> Response:
-    """The answer to a search (the route's, and :mod:`.search_lane`'s), timed from
+    """The answer to a search (the route's, by the framework or :mod:`.lane`), timed from
     ``started``."""
     raw = body.model_dump(exclude_none=True)
     if caller.searches_on_loop:
