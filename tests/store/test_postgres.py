@@ -38,7 +38,7 @@ from governed_memory.records import (
 from governed_memory.service import MemoryService
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.migrations import scripts
-from governed_memory.store.postgres import PostgresStore
+from governed_memory.store.postgres import PostgresStore, exchange
 from governed_memory.store.postgres import batch as batch_module
 from governed_memory.store.postgres.database import translate
 from governed_memory.store.postgres.search import candidate_query
@@ -259,28 +259,42 @@ def test_a_search_reads_its_statistics_and_candidates_in_one_statement(
     assert not any("SET TRANSACTION" in statement for statement in sent)
 
 
+def transactions_sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """From now on, the statements of every write transaction, one list a transaction."""
+    sent: list[list[str]] = []
+    original = exchange.run
+
+    def recording(conn: psycopg.Connection[Any], statements: Any) -> Any:
+        sent.append([statement for statement, _ in statements])
+        return original(conn, statements)
+
+    monkeypatch.setattr(exchange, "run", recording)
+    return sent
+
+
 def test_a_write_of_one_item_sends_it_with_its_event_in_one_statement(
     open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write's transaction is BEGIN, the write lock, one statement for the item, its
-    postings, its event and the batch's checks (its idempotency record too), and COMMIT
-    (a rewrite drops the item's old postings first); all of it commits together."""
+    """A write's transaction is the write lock, then one statement for the item, its
+    postings, its event and the batch's checks (its idempotency record too); a rewrite
+    drops the item's old postings first. No BEGIN or COMMIT: they commit together as one
+    implicit transaction."""
     store = open_store()
     service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
     service.write(WRITER, body(id="warm", content="Gives the subject its key."))
-    sent = statements_sent(monkeypatch)
+    sent = transactions_sent(monkeypatch)
     service.write(WRITER, body(id="m1", content="Prefers email."))
-    begin, lock, item, commit = sent[sent.index("BEGIN") :]  # after the write's reads
-    assert (begin, commit) == ("BEGIN", "COMMIT") and "pg_advisory_xact_lock" in lock
+    [(lock, item)] = sent
+    assert "pg_advisory_xact_lock" in lock
     assert "INSERT INTO memories" in item and "INSERT INTO events" in item
     sent.clear()
     service.write(WRITER, body(id="m2", content="Prefers mail."), idempotency_key="k-1")
-    begin, lock, item, commit = sent[sent.index("BEGIN") :]  # its record rides along
+    [(lock, item)] = sent  # its record rides along
     assert "INSERT INTO memories" in item and "INSERT INTO idempotency" in item
     sent.clear()
     service.write(WRITER, body(id="m1", content="Prefers phone.", expected_version=1))
-    begin, lock, drop, item, commit = sent[sent.index("BEGIN") :]
-    assert (begin, commit) == ("BEGIN", "COMMIT") and "DELETE FROM search_docs" in drop
+    [(lock, drop, item)] = sent
+    assert "DELETE FROM search_docs" in drop
     assert "UPDATE memories" in item and "INSERT INTO events" in item
     monkeypatch.undo()
     (item_position,) = store.database.query(
@@ -496,6 +510,85 @@ def test_a_stale_version_is_refused_by_the_guard_with_the_current_version(
         service.write(WRITER, body(id="m1", content="Third.", expected_version=1))
     assert (caught.value.expected_version, caught.value.current_version) == (1, 2)
     assert store.head() == 2
+
+
+def test_a_write_is_one_message_ending_in_its_one_sync_without_begin_or_commit(
+    open_store: Callable[..., PostgresStore], tmp_path: Path
+) -> None:
+    """The write's lock and statements are all sent before any answer is read, and the
+    one Sync that ends them commits them (an implicit transaction): no BEGIN, no
+    COMMIT, one ReadyForQuery."""
+    store = open_store(min_size=1, max_size=1)
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    service.write(WRITER, body(id="warm"))
+    trace = tmp_path / "trace"
+    assert _exchanges(store, trace, lambda: service.write(WRITER, body(id="m1"))) == 1
+    lines = trace.read_text().splitlines()
+    sent = [line for line in lines if line.startswith("F\t")]
+    first_answer = next(n for n, line in enumerate(lines) if line.startswith("B\t"))
+    assert all(lines.index(line) < first_answer for line in sent)
+    assert sum("\tSync" in line for line in sent) == 1 and "\tSync" in sent[-1]
+    assert not any("BEGIN" in line or "COMMIT" in line for line in sent)
+    assert service.get(WRITER, "m1").version == 1
+
+
+def test_a_transactions_statements_share_its_lock_until_the_sync_commits(
+    dsn: str, schema: str
+) -> None:
+    """Every statement of one message runs in the transaction the first one's lock was
+    taken in, and the lock is released once the Sync has committed it."""
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        lock = ("SELECT pg_advisory_xact_lock(%s)", (4242,))
+        results = exchange.run(conn, [lock, (held, ())])
+        assert results[1].get_value(0, 0) == b"1"
+        assert conn.execute(held).fetchone() == (0,)
+
+
+def test_a_refused_statement_leaves_nothing_of_its_transaction(dsn: str, schema: str) -> None:
+    """A failed statement rolls back the statements before it and skips those after;
+    its own error is raised, and the connection serves the next transaction."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("CREATE TABLE t (id integer PRIMARY KEY)")
+        insert = "INSERT INTO t (id) VALUES (%(id)s)"
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            exchange.run(conn, [(insert, {"id": 1}), (insert, {"id": 1}), (insert, {"id": 2})])
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        exchange.run(conn, [(insert, {"id": 1}), (insert, {"id": 2})])  # one shape, prepared once
+        assert conn.execute("SELECT id FROM t ORDER BY id").fetchall() == [(1,), (2,)]
+
+
+def test_a_write_after_its_statements_were_deallocated_prepares_them_again(
+    open_store: Callable[..., PostgresStore],
+) -> None:
+    """psycopg may deallocate every prepared statement of a connection (after a rollback
+    of its own): the next write fails before committing anything, and is sent again with
+    its statements prepared anew."""
+    store = open_store(min_size=1, max_size=1)
+    service = MemoryService(store, Keyring(b"k" * 32), clock=FakeClock())
+    service.write(WRITER, body(id="warm"))
+    service.write(WRITER, body(id="m1"))
+    with store.database.connection() as conn:
+        conn.execute("DEALLOCATE ALL")
+    service.write(WRITER, body(id="m2"))
+    assert service.get(WRITER, "m2").version == 1
+    assert store.head() == 3 and service.verify_replay().ok
+
+
+def test_a_message_naming_a_deallocated_statement_keeps_those_it_prepared(
+    dsn: str, schema: str
+) -> None:
+    """A statement prepared by a message outlives the message's failed transaction: when
+    a later statement of it names one deallocated meanwhile, only that one is prepared
+    again."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first, second = ("SELECT %(n)s::integer", {"n": 1}), ("SELECT %(n)s::bigint", {"n": 2})
+        exchange.run(conn, [first])
+        conn.execute("DEALLOCATE ALL")
+        results = exchange.run(conn, [second, first])
+        assert [r.get_value(0, 0) for r in results] == [b"2", b"1"]
 
 
 def test_the_statement_error_under_a_pipeline_abort_is_the_one_reported() -> None:

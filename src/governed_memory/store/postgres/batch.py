@@ -8,8 +8,9 @@ guarded by ``version``, and an idempotency key is a primary key. A refused batch
 back and explained in one place (:meth:`PostgresBatches._explain`); every other driver
 error becomes ``StoreUnavailable`` in another (:func:`.database.translate`).
 
-A batch is one round trip: its statements, ``COMMIT`` included, go out together in
-pipeline mode, and psycopg prepares the hot ones on each connection. Concurrent callers in
+A batch is one round trip: the write lock and its statements go out together in one
+message and commit as one implicit transaction (:mod:`.exchange`), each statement prepared
+once per connection. Concurrent callers in
 one process share a transaction (:mod:`governed_memory.store.group_commit`), each
 acknowledged only after that transaction commits; if one batch of a group is refused, the
 others are committed again one by one, so only that one fails.
@@ -24,6 +25,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq.abc import PGresult
 from psycopg.rows import TupleRow
 
 from governed_memory.chain import GENESIS, event_digest
@@ -52,8 +54,9 @@ from governed_memory.records import (
 )
 from governed_memory.store.chain_links import event_columns
 from governed_memory.store.group_commit import Pending
-from governed_memory.store.postgres import sql
+from governed_memory.store.postgres import exchange, sql
 from governed_memory.store.postgres.database import Connection, PostgresDatabase, translate
+from governed_memory.store.postgres.exchange import Statement
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[TupleRow]
@@ -66,8 +69,8 @@ class PostgresBatches:
     def __init__(self, database: PostgresDatabase) -> None:
         self._db = database
 
-    def begin(self, conn: Connection) -> None:
-        """Open a write transaction that holds the write lock until it ends.
+    def lock(self) -> Statement:
+        """The first statement of a write transaction: the write lock, held until it ends.
 
         Why a lock: a position becomes visible to readers when its transaction commits,
         not when it is assigned. If two writers could take positions concurrently, the one
@@ -78,18 +81,18 @@ class PostgresBatches:
         advisory lock rather than ``LOCK TABLE events IN EXCLUSIVE MODE`` because a table
         lock also conflicts with autovacuum and analyze of the log and would stall writers
         behind them. Taken first, it also serializes whole batches, as SQLite's
-        ``BEGIN IMMEDIATE`` does, so every check sees every earlier commit and no two
-        writers can deadlock on row locks.
+        ``BEGIN IMMEDIATE`` does, so every check sees every earlier commit (each later
+        statement takes its snapshot after it) and no two writers can deadlock on row
+        locks.
         """
-        conn.execute("BEGIN")
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._db.log_lock,))
+        return (sql.LOCK_LOG, (self._db.log_lock,))
 
     def commit_group(self, group: list[Pending]) -> None:
         """Commit every batch of ``group`` in one transaction and one round trip.
 
-        All the statements, ``COMMIT`` included, go out in one pipeline. A failed
-        precondition raises inside its statement and aborts the rest on the server; the
-        transaction is then rolled back and, if the group had several batches, each is
+        All the statements go out in one message (:mod:`.exchange`). A failed
+        precondition raises inside its statement and aborts the rest on the server, which
+        rolls the transaction back; if the group had several batches, each is then
         committed again on its own, so that only the refused one fails.
         """
         try:
@@ -97,7 +100,6 @@ class PostgresBatches:
                 try:
                     self._commit_together(conn, group)
                 except psycopg.IntegrityError as error:
-                    conn.rollback()
                     if len(group) == 1:
                         group[0].error = self._explain(conn, group[0].batch, error)
                         return
@@ -105,7 +107,6 @@ class PostgresBatches:
                         try:
                             self._commit_together(conn, [pending])
                         except psycopg.IntegrityError as alone:
-                            conn.rollback()
                             pending.error = self._explain(conn, pending.batch, alone)
         except Exception as error:  # noqa: BLE001 - what had not committed failed with it
             failure = translate(error)
@@ -117,51 +118,19 @@ class PostgresBatches:
                 pending.done = True
 
     def _commit_together(self, conn: Connection, group: list[Pending]) -> None:
-        """One transaction for ``group``: its batches' statements in one pipeline.
-
-        ``conn.rollback()``, which the caller uses after a failure, also resets psycopg's
-        cache of prepared statements: a statement whose turn to be prepared came in the
-        aborted part of a pipeline is otherwise remembered as prepared though the server
-        skipped it.
-        """
-        drops: list[Cursor] = []
-        batches = [p.batch for p in group]
-        cursors = _pipelined(conn, partial(self._send, conn, batches, drops))
-        _warn_stray_postings(drops)
-        for pending, batch_cursors in zip(group, cursors, strict=True):
+        """One transaction for ``group``: the lock, then its batches' statements, each
+        checked in the SQLite store's order, sent in one message."""
+        statements = [self.lock()]
+        drops: list[int] = []
+        positions = [_queue(statements, p.batch, drops) for p in group]
+        results = exchange.run(conn, statements)
+        _warn_stray_postings([results[i] for i in drops])
+        for pending, indexes in zip(group, positions, strict=True):
             pending.committed = True
             pending.result = [
-                StoredEvent(_position(cursor), event)
-                for event, cursor in zip(pending.batch.events, batch_cursors, strict=True)
+                StoredEvent(_position(results[i]), event)
+                for event, i in zip(pending.batch.events, indexes, strict=True)
             ]
-
-    def _send(
-        self, conn: Connection, batches: list[Batch], drops: list[Cursor]
-    ) -> list[list[Cursor]]:
-        """Queue the transaction of ``batches``, each checked in the SQLite store's order.
-
-        The cursors of the event inserts are returned, to read the positions from once
-        the pipeline is synced (those of the index drops are added to ``drops``).
-        """
-        self.begin(conn)
-        cursors = []
-        for batch in batches:
-            events = _item_and_event(conn, batch, drops)
-            if events is None:
-                for change in batch.changes:
-                    _write_item(conn, change, drops)
-                events = _send_events(conn, batch)
-            cursors.append(events)
-            if batch.destroy_item_key is not None:
-                conn.execute(
-                    sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key}
-                )
-            if batch.destroy_key is not None:
-                subject = {"tenant": batch.tenant_id, "subject": batch.destroy_key}
-                conn.execute(sql.DESTROY_ITEM_KEYS, subject)
-                conn.execute(sql.DESTROY_KEY, subject)
-        conn.execute("COMMIT")
-        return cursors
 
     @staticmethod
     def _explain(conn: Connection, batch: Batch, error: Exception) -> Exception:
@@ -227,10 +196,34 @@ def _send_subject_key(conn: Connection, key: SubjectKey) -> Cursor:
     return conn.execute(sql.GET_SUBJECT_KEY, (key.tenant_id, key.subject_id))
 
 
-def _send_events(conn: Connection, batch: Batch) -> list[Cursor]:
+def _queue(statements: list[Statement], batch: Batch, drops: list[int]) -> list[int]:
+    """Add ``batch``'s statements; the indexes of those returning its events' positions
+    (those of the index drops are added to ``drops``)."""
+    events = _item_and_event(statements, batch, drops)
+    if events is None:
+        for change in batch.changes:
+            _write_item(statements, change, drops)
+        events = _send_events(statements, batch)
+    if batch.destroy_item_key is not None:
+        statements.append(
+            (sql.DESTROY_ITEM_KEY, {"tenant": batch.tenant_id, "id": batch.destroy_item_key})
+        )
+    if batch.destroy_key is not None:
+        subject = {"tenant": batch.tenant_id, "subject": batch.destroy_key}
+        statements.append((sql.DESTROY_ITEM_KEYS, subject))
+        statements.append((sql.DESTROY_KEY, subject))
+    return events
+
+
+def _added(statements: list[Statement], statement: Statement) -> int:
+    statements.append(statement)
+    return len(statements) - 1
+
+
+def _send_events(statements: list[Statement], batch: Batch) -> list[int]:
     """The batch's events, the first carrying its checks and small rows in one statement
     (:func:`.sql.guarded_event`): the index's signature, the idempotency record, the
-    subject key's check, the new item's key. The cursors, to read positions from."""
+    subject key's check, the new item's key. The indexes of the events' statements."""
     params = _guard_params(batch)
     statement = sql.guarded_event(
         index=batch.index_signature is not None,
@@ -241,20 +234,22 @@ def _send_events(conn: Connection, batch: Batch) -> list[Cursor]:
     )
     if not batch.events:
         if params:
-            conn.execute(statement, params)
+            statements.append((statement, params))
         return []
     first, *rest = batch.events
     return [
-        conn.execute(statement, event_params(first) | params),
-        *(conn.execute(sql.INSERT_EVENT, event_params(e)) for e in rest),
+        _added(statements, (statement, event_params(first) | params)),
+        *(_added(statements, (sql.INSERT_EVENT, event_params(e))) for e in rest),
     ]
 
 
-def _item_and_event(conn: Connection, batch: Batch, drops: list[Cursor]) -> list[Cursor] | None:
+def _item_and_event(
+    statements: list[Statement], batch: Batch, drops: list[int]
+) -> list[int] | None:
     """A batch of one item and its events, the item sharing its first event's statement
-    (:func:`.sql.item_and_event`): the cursors of the events, to read positions from; or
-    ``None`` (nothing sent) for any other batch, or one whose statement would have more
-    parameters than psycopg keeps converted (:data:`.sql.CACHED_PARAMS`)."""
+    (:func:`.sql.item_and_event`): the indexes of the events' statements; or ``None``
+    (nothing added) for any other batch, or one whose statement would have more
+    parameters than :data:`.sql.CACHED_PARAMS`."""
     if len(batch.changes) != 1 or not batch.events:
         return None
     change, (first, *rest) = batch.changes[0], batch.events
@@ -277,10 +272,12 @@ def _item_and_event(conn: Connection, batch: Batch, drops: list[Cursor]) -> list
     )
     if change.expected_version != 0:
         item = change.item
-        drops.append(conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
+        drops.append(
+            _added(statements, (sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
+        )
     return [
-        conn.execute(statement, params),
-        *(conn.execute(sql.INSERT_EVENT, event_params(e)) for e in rest),
+        _added(statements, (statement, params)),
+        *(_added(statements, (sql.INSERT_EVENT, event_params(e))) for e in rest),
     ]
 
 
@@ -323,13 +320,15 @@ def _guard_params(batch: Batch) -> dict[str, Any]:
     return params
 
 
-def _write_item(conn: Connection, change: ItemChange, drops: list[Cursor]) -> None:
+def _write_item(statements: list[Statement], change: ItemChange, drops: list[int]) -> None:
     """The item's row (inserted, or updated under its version guard) and its postings."""
     item = change.item
     if change.expected_version != 0:
-        drops.append(conn.execute(sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
-    params = _item_params(change)
-    conn.execute(sql.WRITE_ITEM[(change.expected_version == 0, change.index is not None)], params)
+        drops.append(
+            _added(statements, (sql.DROP_INDEX, {"tenant": item.tenant_id, "id": item.id}))
+        )
+    key = (change.expected_version == 0, change.index is not None)
+    statements.append((sql.WRITE_ITEM[key], _item_params(change)))
 
 
 def _item_params(change: ItemChange) -> dict[str, Any]:
@@ -353,14 +352,14 @@ def _array_literal(numbers: Iterable[int]) -> str:
     return "{" + ",".join(map(str, numbers)) + "}"
 
 
-def _warn_stray_postings(drops: list[Cursor]) -> None:
+def _warn_stray_postings(drops: list[PGresult]) -> None:
     """Log (content-free) each index drop that had to delete postings by scan."""
-    for cursor in drops:
-        row = cursor.fetchone() if cursor.description is not None else None
-        if row is not None and row[0]:
+    for result in drops:
+        stray = int(result.get_value(0, 0) or 0) if result.ntuples else 0
+        if stray:
             log.warning(
                 "search document and postings disagreed; %d stray postings deleted by scan",
-                row[0],
+                stray,
             )
 
 
@@ -414,10 +413,10 @@ def event_params(event: Event) -> dict[str, Any]:
     return params | {"digest": event_digest(columns), "genesis": GENESIS}
 
 
-def _position(cursor: Cursor) -> int:
-    row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
+def _position(result: PGresult) -> int:
+    value = result.get_value(0, 0)
+    assert value is not None
+    return int(value)
 
 
 __all__ = ["PostgresBatches", "event_params"]

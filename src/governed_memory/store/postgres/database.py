@@ -152,9 +152,9 @@ class PostgresDatabase:
     @contextmanager
     def write_transaction(self) -> Iterator[Connection]:
         """One write transaction holding the log's write lock (admin and bulk paths,
-        outside grouping; see :meth:`.batch.PostgresBatches.begin` for why the lock)."""
+        outside grouping; see :meth:`.batch.PostgresBatches.lock` for why the lock)."""
         with self.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.log_lock,))
+            conn.execute(sql.LOCK_LOG, (self.log_lock,))
             yield conn
 
     # -- life cycle -----------------------------------------------------------------------

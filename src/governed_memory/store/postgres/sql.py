@@ -267,6 +267,10 @@ SCOPE_VECTORS = (
 
 # -- writes ---------------------------------------------------------------------------------
 
+# The write lock (database.PostgresDatabase.log_lock), taken first by every write
+# transaction and held until it ends (see batch.PostgresBatches.lock).
+LOCK_LOG = "SELECT pg_advisory_xact_lock(%s)"
+
 # Under the write lock the next position is the current maximum plus one: positions are
 # gapless, and a batch rolled back leaves no hole.
 _NEXT_POSITION = "(SELECT coalesce(max(position), 0) + 1 FROM events)"

@@ -2,7 +2,7 @@
 
 Everything a batch changes commits in one transaction, and the database enforces what a
 process lock cannot across nodes (:mod:`.batch`). Write transactions serialize on a
-transaction-level advisory lock (see :meth:`.batch.PostgresBatches.begin`), so positions
+transaction-level advisory lock (see :meth:`.batch.PostgresBatches.lock`), so positions
 are assigned and committed in order, gapless. As in the SQLite store, concurrent callers
 in one process share a transaction (group commit), each acknowledged only after that
 transaction commits.
