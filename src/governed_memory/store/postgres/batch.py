@@ -248,8 +248,7 @@ def _item_and_event(
 ) -> list[int] | None:
     """A batch of one item and its events, the item sharing its first event's statement
     (:func:`.sql.item_and_event`): the indexes of the events' statements; or ``None``
-    (nothing added) for any other batch, or one whose statement would have more
-    parameters than :data:`.sql.CACHED_PARAMS`."""
+    (nothing added) for any other batch."""
     if len(batch.changes) != 1 or not batch.events:
         return None
     change, (first, *rest) = batch.changes[0], batch.events
@@ -260,8 +259,6 @@ def _item_and_event(
             params[sql.EVENT_PREFIX + name] = value
         elif value != params[shared]:  # the statement would give it the item's value
             return None
-    if len(params) > sql.CACHED_PARAMS:
-        return None
     statement = sql.item_and_event(
         new=change.expected_version == 0,
         indexed=change.index is not None,

@@ -354,10 +354,6 @@ SHARED_PARAMS = {
     "memory_id": "id",
     "ik_memory": "id",
 }
-#: psycopg converts a statement's named parameters once and caches the conversion only up
-#: to this many parameters (``psycopg._queries.MAX_CACHED_STATEMENT_PARAMS``); above it,
-#: it parses the statement again on every call, which costs more than a second statement.
-CACHED_PARAMS = 50
 
 
 @functools.cache
