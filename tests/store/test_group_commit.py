@@ -4,6 +4,7 @@ them; each caller is woken once, whatever became of the group."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -153,3 +154,45 @@ def test_callers_queued_behind_a_running_commit_are_committed_by_the_next_one() 
     assert [f.result(timeout=10) for f in (first, *rest)] == [[], [], [], []]
     pool.shutdown()
     assert groups == [[batch(1)], [batch(2), batch(3), batch(4)]]
+
+
+class Interrupted(BaseException):
+    """What a signal handler raises in a writing main thread (a Ctrl-C)."""
+
+
+def test_a_writer_interrupted_while_it_waits_leaves_the_queue_and_later_writers_go_on() -> None:
+    groups: list[list[Batch]] = []
+    release = threading.Event()
+
+    def slow_first(group: list[Pending]) -> None:
+        if len(groups) == 1:
+            release.wait(10)
+
+    group = GroupCommit(committing(groups, slow_first))
+    pool = ThreadPoolExecutor(max_workers=2)
+    first = pool.submit(group.commit, batch(1))
+    deadline = time.monotonic() + 10
+    while not groups:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        queued(group, 1)  # this thread's batch waits behind the first commit
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    def handler(*_: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(Interrupted):
+            group.commit(batch(2))
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    release.set()
+    assert first.result(timeout=10) == []
+    assert pool.submit(group.commit, batch(3)).result(timeout=10) == []
+    pool.shutdown()
+    assert groups == [[batch(1)], [batch(3)]]

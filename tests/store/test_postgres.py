@@ -36,6 +36,7 @@ from governed_memory.records import (
     SearchRequest,
 )
 from governed_memory.service import MemoryService
+from governed_memory.store.group_commit import Pending
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.migrations import scripts
 from governed_memory.store.postgres import PostgresStore, exchange
@@ -778,3 +779,26 @@ def test_a_key_lookup_asked_not_to_wait_is_refused(
     with pytest.raises(ReadWouldWait):
         store.api_key("k1", wait=False)
     assert store.api_key("k1") is None
+
+
+class Interrupted(BaseException):
+    """Not an ``Exception``: what a Ctrl-C or a thread's shutdown raises mid-commit."""
+
+
+def test_an_interrupted_group_acknowledges_none_of_its_batches(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's interruption is raised in its own thread; every other caller of the
+    group is told its write did not happen, never that it did."""
+    store = open_store()
+
+    def interrupted(*_: Any) -> Any:
+        raise Interrupted
+
+    monkeypatch.setattr(exchange, "run", interrupted)
+    group = [Pending(Batch("acme", [], [])), Pending(Batch("acme", [], []))]
+    with pytest.raises(Interrupted):
+        store._batches.commit_group(group)
+    for pending in group:
+        assert pending.done
+        assert isinstance(pending.error, StoreUnavailable)

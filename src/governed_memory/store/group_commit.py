@@ -65,10 +65,14 @@ class GroupCommit:
             self._queue.append(pending)
             lead = not self._leading
             self._leading = True
-        if not lead:
-            pending.woken.wait()
-        if not pending.done:  # its turn: it commits what has queued by then, its own included
-            self._lead(pending)
+        try:
+            if not lead:
+                pending.woken.wait()
+            if not pending.done:  # its turn: it commits what has queued by then, its own too
+                self._lead(pending)
+        except BaseException:  # interrupted (Ctrl-C in a writing main thread): not waited for
+            self._abandon(pending)
+            raise
         if pending.error is not None:
             raise pending.error
         return pending.result
@@ -97,6 +101,20 @@ class GroupCommit:
                 following.woken.set()
             for pending in group:
                 pending.woken.set()
+
+    def _abandon(self, pending: Pending) -> None:
+        """Take ``pending`` out of the queue if it is still there (a group that took it
+        commits it, its caller gone), and hand the lead on if it had been handed to it."""
+        with self._queue_lock:
+            if pending not in self._queue:
+                return
+            self._queue.remove(pending)
+            if not pending.woken.is_set():
+                return
+            following = self._queue[0] if self._queue else None
+            self._leading = following is not None
+        if following is not None:
+            following.woken.set()
 
 
 __all__ = ["GroupCommit", "Pending"]

@@ -108,11 +108,17 @@ class PostgresBatches:
                             self._commit_together(conn, [pending])
                         except psycopg.IntegrityError as alone:
                             pending.error = self._explain(conn, pending.batch, alone)
-        except Exception as error:  # noqa: BLE001 - what had not committed failed with it
-            failure = translate(error)
+        except BaseException as error:  # what had not committed failed with it
+            failure = (
+                translate(error)
+                if isinstance(error, Exception)
+                else StoreUnavailable("the write was interrupted")
+            )
             for pending in group:
                 if not pending.committed:
                     pending.error, pending.result = pending.error or failure, []
+            if not isinstance(error, Exception):
+                raise
         finally:
             for pending in group:
                 pending.done = True

@@ -184,9 +184,12 @@ def _results(
     """Flush the queued messages, then read every result up to the ``Sync``'s; the first
     failure stands for a statement whose ``Parse`` failed (it is then not executed)."""
     poll = select.poll()
-    poll.register(pgconn.socket, select.POLLOUT)
+    # While libpq cannot send it all, read what the server answers meanwhile (libpq's own
+    # rule for a non-blocking flush): a server blocked writing its answers stops reading.
+    poll.register(pgconn.socket, select.POLLOUT | select.POLLIN)
     while pgconn.flush():
-        poll.poll()
+        if any(events & select.POLLIN for _, events in poll.poll()):
+            pgconn.consume_input()
     poll.modify(pgconn.socket, select.POLLIN)
 
     def result() -> pq.abc.PGresult | None:
