@@ -121,6 +121,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
+    if args.threads < 1 or args.writes < args.threads or args.rounds < 1:
+        parser.error("--threads, --rounds: at least 1; --writes: at least one per thread")
     for name in (args.old, args.new):
         if not (Path(name) / "governed_memory").is_dir():
             parser.error(f"{name}: not a src folder holding governed_memory")

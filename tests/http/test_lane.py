@@ -197,6 +197,15 @@ def access_lines(caplog: pytest.LogCaptureFixture) -> list[Any]:
     return [r for r in caplog.records if r.name == "governed_memory.access"]
 
 
+def logged(caplog: pytest.LogCaptureFixture, count: int) -> list[tuple[str, int, str]]:
+    """The route, status and method of the first ``count`` access-log lines, once written
+    (a request's line is written after its answer)."""
+    deadline = time.monotonic() + 10
+    while len(access_lines(caplog)) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [(r.route, r.status, r.method) for r in access_lines(caplog)]
+
+
 def test_the_lane_is_named_in_the_access_log_and_the_metrics(
     api: Api, lane: Lane, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -204,14 +213,10 @@ def test_the_lane_is_named_in_the_access_log_and_the_metrics(
     with caplog.at_level("INFO", logger="governed_memory.access"):
         _send(api, True, {"json": query(), "headers": headers})
         _send(api, True, {"json": query(), "headers": {}})
-        deadline = time.monotonic() + 10  # a request's line is written after its answer
-        while len(access_lines(caplog)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    lines = access_lines(caplog)
-    assert [(r.route, r.status, r.method) for r in lines] == [  # type: ignore[attr-defined]
-        ("/v1/search", 200, "POST"),
-        ("/v1/search", 401, "POST"),
-    ]
+        assert logged(caplog, 2) == [
+            ("/v1/search", 200, "POST"),
+            ("/v1/search", 401, "POST"),
+        ]
     exposition = api.client.get("/metrics").text
     assert 'gmem_http_requests_total{method="POST",route="/v1/search",status="200"} 1.0' in (
         exposition
@@ -393,14 +398,10 @@ def test_a_write_is_named_by_its_route_in_the_access_log_and_the_metrics(
         _write(api, LANED, "PUT", "/v1/memories/m-{side}-1", json=write_body(), headers=headers)
         body = write_body(expected_version=None)
         _write(api, LANED, "POST", "/v1/memories", json=body, headers=headers)
-        deadline = time.monotonic() + 10
-        while len(access_lines(caplog)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    lines = access_lines(caplog)
-    assert [(r.route, r.status, r.method) for r in lines] == [  # type: ignore[attr-defined]
-        ("/v1/memories/{id}", 201, "PUT"),
-        ("/v1/memories", 201, "POST"),
-    ]
+        assert logged(caplog, 2) == [
+            ("/v1/memories/{id}", 201, "PUT"),
+            ("/v1/memories", 201, "POST"),
+        ]
     exposition = api.client.get("/metrics").text
     # The fixture's two PUTs through the app and this one, and this POST.
     for route, method, count in (("/v1/memories/{id}", "PUT", 3), ("/v1/memories", "POST", 1)):

@@ -70,6 +70,25 @@ def committing(
     return commit_group
 
 
+def slow_first_commit(
+    groups: list[list[Batch]], release: threading.Event, pool: ThreadPoolExecutor
+) -> tuple[GroupCommit, Future[list[StoredEvent]]]:
+    """A group commit whose first commit (of ``batch(1)``, started in ``pool``) lasts until
+    ``release`` is set, and that commit's future, once it is under way."""
+
+    def slow(group: list[Pending]) -> None:
+        if len(groups) == 1:
+            release.wait(10)
+
+    group = GroupCommit(committing(groups, slow))
+    first = pool.submit(group.commit, batch(1))
+    deadline = time.monotonic() + 10
+    while not groups:
+        assert time.monotonic() < deadline, "the first commit never started"
+        time.sleep(0.001)
+    return group, first
+
+
 def commit_all(group: GroupCommit, batches: list[Batch]) -> list[Future[list[StoredEvent]]]:
     """Start a caller for each batch, one after another; their futures."""
     pool = ThreadPoolExecutor(max_workers=len(batches))
@@ -134,18 +153,8 @@ def test_callers_queued_behind_a_running_commit_are_committed_by_the_next_one() 
     time it holds the lock."""
     groups: list[list[Batch]] = []
     release = threading.Event()
-
-    def fail(group: list[Pending]) -> None:
-        if len(groups) == 1:
-            release.wait(10)  # the first commit is slow: the others queue behind it
-
-    group = GroupCommit(committing(groups, fail))
     pool = ThreadPoolExecutor(max_workers=4)
-    first = pool.submit(group.commit, batch(1))
-    deadline = time.monotonic() + 10
-    while not groups:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    group, first = slow_first_commit(groups, release, pool)  # the others queue behind it
     rest: list[Future[Any]] = []
     for number in (2, 3, 4):
         rest.append(pool.submit(group.commit, batch(number)))
@@ -163,18 +172,8 @@ class Interrupted(BaseException):
 def test_a_writer_interrupted_while_it_waits_leaves_the_queue_and_later_writers_go_on() -> None:
     groups: list[list[Batch]] = []
     release = threading.Event()
-
-    def slow_first(group: list[Pending]) -> None:
-        if len(groups) == 1:
-            release.wait(10)
-
-    group = GroupCommit(committing(groups, slow_first))
     pool = ThreadPoolExecutor(max_workers=2)
-    first = pool.submit(group.commit, batch(1))
-    deadline = time.monotonic() + 10
-    while not groups:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    group, first = slow_first_commit(groups, release, pool)
     main = threading.get_ident()
 
     def interrupt() -> None:
