@@ -30,8 +30,9 @@ from governed_memory.config import Settings
 from governed_memory.crypto import MASTER_KEY_CHECK, MASTER_KEY_FILE
 from governed_memory.ports import holds_log
 
-#: What SQLite keeps beside a database file while it is open or after a crash.
-SIDE_FILES = ("-wal", "-shm", "-journal")
+#: What SQLite keeps beside a database file while it is open or after a crash, and the
+#: file its writers take turns on (store/sqlite/turns.py).
+SIDE_FILES = ("-wal", "-shm", "-journal", "-lock")
 
 log = logging.getLogger("governed_memory.bootstrap")  # printed as a ``gmem: note:`` line
 

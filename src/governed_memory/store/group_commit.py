@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 from governed_memory.core.events import StoredEvent
 from governed_memory.errors import StoreUnavailable
@@ -48,12 +50,12 @@ class GroupCommit:
     def __init__(
         self,
         commit_group: Callable[[list[Pending]], None],
-        lock: threading.Lock | None = None,
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._commit_group = commit_group
         # The backend's write lock when it has other writers to keep out (SQLite's admin
-        # transactions on the one writer connection, a close).
-        self.lock = lock if lock is not None else threading.Lock()
+        # transactions on the one writer connection, a close, other processes).
+        self.lock: AbstractContextManager[Any] = lock if lock is not None else threading.Lock()
         self._queue_lock = threading.Lock()
         self._queue: list[Pending] = []
         self._leading = False  # a caller is leading: the others wait to be woken

@@ -1,7 +1,8 @@
 """One SQLite database file: its connections, transactions, snapshot, WAL and migrations.
 
-There is one writer connection, guarded by :attr:`SQLiteDatabase.write_lock`, and one
-reader connection per thread; WAL lets readers see committed state without blocking the
+There is one writer connection, guarded by :attr:`SQLiteDatabase.write_lock` (which the
+processes writing the file take turns on too, :mod:`.turns`), and one reader connection
+per thread; WAL lets readers see committed state without blocking the
 writer. Every connection gets the same PRAGMAs: WAL, the chosen ``synchronous`` level,
 ``secure_delete`` (deleted content is overwritten, not left in free pages) and the busy
 timeout.
@@ -33,6 +34,7 @@ from governed_memory.store.chain_links import CHAIN_MIGRATION, fill
 from governed_memory.store.migrations import scripts
 from governed_memory.store.sqlite import sql, wal
 from governed_memory.store.sqlite.index_rows import IMPACT_MIGRATION, fill_documents
+from governed_memory.store.sqlite.turns import WriteTurns
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -132,7 +134,8 @@ class SQLiteDatabase:
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.writer = self._connect()
-        self.write_lock = threading.Lock()
+        # Threads and processes take turns on it (a file beside the database, .turns).
+        self.write_lock = WriteTurns(None if read_only else path, busy_timeout_ms / 1000)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -506,6 +509,7 @@ class SQLiteDatabase:
             if self.checkpoint_due:
                 self.checkpoint()  # a forget's pages must not stay in the WAL
             self.writer.close()
+        self.write_lock.close()
 
 
 __all__ = [
