@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -194,3 +195,14 @@ def test_a_turn_given_up_never_lets_go_of_a_later_turn(tmp_path: Path) -> None:
             pass  # still this process's turn
         turns.release()
     turns.close()
+
+
+def test_a_store_with_a_purge_due_closes_while_another_process_holds_the_turn(
+    data_dir: Path,
+) -> None:
+    store = SQLiteStore.in_directory(data_dir, busy_timeout_ms=100)
+    store.database.checkpoint_due = True  # as after a forget whose purge a reader held up
+    with held_elsewhere(data_dir / DATABASE_FILE):
+        store.close()  # the purge needs the turn; the close does not wait for ever for it
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.database.writer.execute("SELECT 1")  # closed all the same

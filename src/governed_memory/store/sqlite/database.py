@@ -337,7 +337,7 @@ class SQLiteDatabase:
             yield
         finally:
             self._deferring = False
-            with self.write_lock:
+            with self.write_lock.threads:  # an fsync of the file: no other process's turn
                 self._sync_log()
 
     def _sync_log(self) -> None:
@@ -417,10 +417,15 @@ class SQLiteDatabase:
             self._retry.start()
 
     def _retry_now(self) -> None:
-        with self.write_lock:
-            self._retry = None
-            if self.checkpoint_due and not self.closed:
-                self.checkpoint(attempts=1)  # still due: tried again later
+        try:
+            with self.write_lock:
+                self._retry = None
+                if self.checkpoint_due and not self.closed:
+                    self.checkpoint(attempts=1)  # still due: tried again later
+        except StoreUnavailable:  # another process kept the file past the busy timeout
+            with self.write_lock.threads:
+                self._retry = None
+            self._retry_later()
 
     def resume_purge(self, attempts: int = 100) -> bool:
         """At open, before serving: finish a purge recorded by a batch that destroyed a
@@ -503,11 +508,15 @@ class SQLiteDatabase:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        with self.write_lock:
+        with self.write_lock.threads:
             if self._retry is not None:
                 self._retry.cancel()
-            if self.checkpoint_due:
-                self.checkpoint()  # a forget's pages must not stay in the WAL
+        if self.checkpoint_due:
+            # A forget's pages must not stay in the WAL. If another process keeps the file
+            # past the busy timeout, the purge stays recorded for the next open (.wal).
+            with suppress(StoreUnavailable), self.write_lock:
+                self.checkpoint()
+        with self.write_lock.threads:
             self.writer.close()
         self.write_lock.close()
 

@@ -39,6 +39,9 @@ class WriteTurns:
     def __init__(self, database: Path | None, timeout_s: float) -> None:
         """``database`` None: no other process writes (read-only, or a test's lock)."""
         self._threads = threading.Lock()
+        #: This process's turn alone, for what keeps out its own threads but writes
+        #: nothing another process must wait for (closing the writer, an fsync).
+        self.threads = self._threads
         self._timeout_s = timeout_s
         self._fd: int | None = None
         if database is not None:
