@@ -115,6 +115,39 @@ def test_batches_queued_during_a_commit_go_in_the_next_group_under_one_taking_of
     assert lock.taken == 2
 
 
+class RefusingLock(CountingLock):
+    """A write lock another process keeps past the busy timeout, once ``refuse`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = threading.Event()
+
+    def __enter__(self) -> bool:
+        self.acquire()
+        if self.refuse.is_set():
+            self.release()
+            raise StoreUnavailable("SQLite write failed: locked by another process")
+        return True
+
+
+def test_a_write_lock_that_cannot_be_had_fails_every_queued_batch_at_once() -> None:
+    """Each caller does not lead in turn and wait a busy timeout of its own."""
+    groups: list[list[Batch]] = []
+    lock = RefusingLock()
+    group = GroupCommit(committing(groups, lambda _: None), lock=lock)
+    lock.acquire()  # another transaction holds the lock while the batches queue
+    lock.refuse.set()
+    futures = commit_all(group, [batch(number) for number in range(4)])
+    lock.release()
+    for future in futures:
+        with pytest.raises(StoreUnavailable, match="locked by another process"):
+            future.result(timeout=10)
+    assert lock.taken == 2  # the other transaction's, and one try for the four
+    assert groups == []
+    lock.refuse.clear()
+    assert group.commit(batch(9)) == []  # and the next write leads afresh
+
+
 def test_a_group_that_fails_fails_each_of_its_callers_and_the_next_caller_leads() -> None:
     groups: list[list[Batch]] = []
     lock = CountingLock()

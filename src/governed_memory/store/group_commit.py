@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +85,17 @@ class GroupCommit:
         waiting, if any."""
         group: list[Pending] = []
         try:
-            with self.lock:
+            with ExitStack() as held:
+                try:
+                    held.enter_context(self.lock)
+                except StoreUnavailable as error:  # another process kept it past the timeout
+                    # Every batch queued meanwhile fails with it, rather than each caller
+                    # leading in turn and waiting a timeout of its own.
+                    with self._queue_lock:
+                        group, self._queue = self._queue, []
+                    for pending in group:
+                        pending.error, pending.done = error, True
+                    return
                 with self._queue_lock:
                     group, self._queue = self._queue, []
                 self._commit_group(group)

@@ -134,8 +134,11 @@ class SQLiteDatabase:
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.writer = self._connect()
-        # Threads and processes take turns on it (a file beside the database, .turns).
-        self.write_lock = WriteTurns(None if read_only else path, busy_timeout_ms / 1000)
+        try:  # threads and processes take turns on it (a file beside the database, .turns)
+            self.write_lock = WriteTurns(None if read_only else path, busy_timeout_ms / 1000)
+        except BaseException:
+            self.writer.close()
+            raise
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()

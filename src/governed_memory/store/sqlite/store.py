@@ -74,9 +74,13 @@ class SQLiteStore(SQLReads, SQLSessions):
         # During a rebuild: the item and document rows of tenants read with their index
         # entries, kept for their swap (bulk.Held), at most COMPARED_ITEMS items in all.
         self._held: dict[str, bulk.Held] | None = None
-        self.migrate()
-        if not read_only:
-            self.database.resume_purge()  # a destroyed key must not outlive a crash in the WAL
+        try:
+            self.migrate()
+            if not read_only:
+                self.database.resume_purge()  # a destroyed key must not outlive a crash
+        except BaseException:
+            self.database.close()
+            raise
 
     @classmethod
     def in_directory(cls, directory: str | Path, **options: Any) -> SQLiteStore:

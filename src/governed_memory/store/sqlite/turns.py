@@ -20,12 +20,15 @@ turns (the ``sqlite3`` shell) are still kept out by SQLite's lock and its busy t
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 from pathlib import Path
 from types import TracebackType
 
 from governed_memory.errors import StoreUnavailable
+
+log = logging.getLogger("governed_memory.store")
 
 
 def lock_path(database: Path) -> Path:
@@ -43,16 +46,7 @@ class WriteTurns:
         #: nothing another process must wait for (closing the writer, an fsync).
         self.threads = self._threads
         self._timeout_s = timeout_s
-        self._fd: int | None = None
-        if database is not None:
-            path = lock_path(database)
-            try:
-                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError as error:
-                raise StoreUnavailable(
-                    f"cannot open the SQLite database {database}: cannot open its lock file "
-                    f"{path.name} ({error.strerror or type(error).__name__})"
-                ) from None
+        self._fd = None if database is None else _open(database)
         self._waiter: _Waiter | None = None
 
     def __enter__(self) -> WriteTurns:
@@ -69,12 +63,17 @@ class WriteTurns:
 
     def acquire(self) -> None:
         """Take this process's turn, then the host's; ``StoreUnavailable`` when another
-        process keeps the file locked longer than the busy timeout."""
+        process keeps the file locked longer than the busy timeout. Interrupted (a signal
+        handler raising), it holds neither."""
         self._threads.acquire()
+        taken = False
         try:
             if self._fd is not None:
                 self._take_file(self._fd)
+                taken = True
         except BaseException:
+            if taken and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
             self._threads.release()
             raise
 
@@ -95,6 +94,10 @@ class WriteTurns:
                 return
             except BlockingIOError:
                 pass  # another process writes: wait to be handed the lock, within the timeout
+            except OSError as error:  # supported at open; the file system changed its mind
+                raise StoreUnavailable(
+                    f"SQLite write failed: cannot lock its lock file ({_why(error)})"
+                ) from None
         if waiter is None or not waiter.is_alive():
             waiter = self._waiter = _Waiter(fd)
         if not waiter.take(self._timeout_s):
@@ -109,6 +112,50 @@ class WriteTurns:
                 os.close(fd)
             if self._waiter is not None:
                 self._waiter.stop()
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or type(error).__name__
+
+
+def _open(database: Path) -> int | None:
+    """The lock file's descriptor, the file made with the database's mode and owner (as
+    SQLite makes its ``-wal`` and ``-shm``, so a store shared by a group, or migrated by
+    root for a service user, stays writable by its users); ``None`` where the file system
+    cannot ``flock`` (some network and FUSE mounts): SQLite's own lock, with its busy
+    handler, then keeps the processes apart alone."""
+    path = lock_path(database)
+    try:
+        made = database.stat()
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # flock needs no write access
+        else:
+            os.fchmod(fd, made.st_mode & 0o666)
+            if os.geteuid() == 0:
+                os.fchown(fd, made.st_uid, made.st_gid)
+    except OSError as error:
+        raise StoreUnavailable(
+            f"cannot open the SQLite database {database}: cannot open its lock file "
+            f"{path.name} ({_why(error)})"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        pass  # another process writes now: the file system can lock
+    except OSError as error:
+        os.close(fd)
+        log.warning(
+            "the file system of %s cannot lock %s (%s): processes writing it wait in "
+            "SQLite's busy handler instead of taking turns",
+            database.parent,
+            path.name,
+            _why(error),
+        )
+        return None
+    return fd
 
 
 class _Waiter(threading.Thread):
@@ -130,14 +177,28 @@ class _Waiter(threading.Thread):
         self.start()
 
     def take(self, timeout_s: float) -> bool:
-        """Whether the lock was taken within ``timeout_s``."""
+        """Whether the lock was taken within ``timeout_s``. Interrupted, the request is
+        given up, and a lock already taken for it let go."""
         with self._cond:
             self._asked, self._given_up, self._taken = True, False, False
             self._cond.notify_all()
-            if self._cond.wait_for(lambda: self._taken or self._broken, timeout_s):
-                return self._taken
-            self._given_up = True  # the lock it takes later is let go
+            try:
+                if self._cond.wait_for(lambda: self._taken or self._broken, timeout_s):
+                    return self._taken
+            except BaseException:
+                self._give_up()
+                raise
+            self._give_up()
             return False
+
+    def _give_up(self) -> None:
+        """The request's lock is not wanted (the condition is held): one taken is let
+        go, one still coming will be."""
+        if self._taken:
+            self._taken = False
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        else:
+            self._given_up = True
 
     def waiting(self) -> bool:
         """Whether it is asking for the lock, or has it from a request given up and has
