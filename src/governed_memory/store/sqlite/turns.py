@@ -15,6 +15,8 @@ waits for it on a helper thread and gives up when the timeout passes
 (``StoreUnavailable``, "locked by another process"), as SQLite's busy handler would. A lock
 the helper takes after its caller gave up is let go at once. Writers that do not take
 turns (the ``sqlite3`` shell) are still kept out by SQLite's lock and its busy timeout.
+A store opened before ``os.fork`` must not be used on both sides of it (as SQLite asks of
+its connections): parent and child would share the one open file and its lock.
 """
 
 from __future__ import annotations
