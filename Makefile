@@ -64,11 +64,13 @@ SEMANTIC ?= auto
 bench-quality: install
 	$(BIN)/python -m bench.quality $(LOCOMO) --docs --semantic $(SEMANTIC) $(if $(COST),--cost)
 
-# kill -9 of the real `gmem serve` under load, CYCLES times (docs/reliability.md).
+# kill -9 of the real `gmem serve` under load, CYCLES times (docs/reliability.md);
+# SERVE_WORKERS=N serves with `--workers N` and kills the supervisor and its workers at once.
 CYCLES ?= 5
 SYNCHRONOUS ?= FULL
+SERVE_WORKERS ?= 1
 crash-test: install
-	$(BIN)/python -m tests.reliability.crashloop --cycles $(CYCLES) --synchronous $(SYNCHRONOUS)
+	$(BIN)/python -m tests.reliability.crashloop --cycles $(CYCLES) --synchronous $(SYNCHRONOUS) --serve-workers $(SERVE_WORKERS)
 
 # Retake the screenshots of docs/console.md in the browser tests (needs Debian's chromium).
 console-screenshots: install

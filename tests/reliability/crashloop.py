@@ -301,6 +301,7 @@ class CrashLoop:
         max_traffic_seconds: float = 2.5,
         startup_kill_rate: float = 0.15,
         log: Path | None = None,
+        serve_workers: int = 1,
     ) -> None:
         self.data_dir = data_dir
         self.seed = seed if seed is not None else secrets.randbits(32)
@@ -311,9 +312,11 @@ class CrashLoop:
             "GMEM_SQLITE_SYNCHRONOUS": synchronous,
             "GMEM_RATE_LIMIT_REQUESTS": str(10**9),
             "GMEM_LOG_LEVEL": "WARNING",
+            "GMEM_WORKERS": str(serve_workers),
         }
         self.log = log or data_dir.parent / "crashloop-server.log"
-        self.server = ServerProcess(data_dir, self.log, self.env)
+        # With several worker processes every kill is of them all at once (a process group).
+        self.server = ServerProcess(data_dir, self.log, self.env, group=serve_workers > 1)
         writer = create_key(
             data_dir,
             scopes="memory:write,memory:read,subject:forget,audit:read",
@@ -493,6 +496,7 @@ def run(
     data_dir: Path | None = None,
     max_traffic_seconds: float = 2.5,
     progress: bool = False,
+    serve_workers: int = 1,
 ) -> Stats:
     """Run ``cycles`` crash cycles; the stats (``failures`` empty when nothing was lost)."""
     with tempfile.TemporaryDirectory(prefix="gmem-crash-") as scratch:
@@ -504,6 +508,7 @@ def run(
             seed=seed,
             max_traffic_seconds=max_traffic_seconds,
             log=root / "server.log",
+            serve_workers=serve_workers,
         )
         try:
             for _ in range(cycles):
@@ -538,6 +543,14 @@ def main(argv: list[str] | None = None) -> int:
         "--min-writes", type=int, default=0, help="fail unless this many writes were acknowledged"
     )
     parser.add_argument("--max-traffic-seconds", type=float, default=2.5)
+    parser.add_argument(
+        "--serve-workers",
+        type=int,
+        default=1,
+        choices=range(1, 65),
+        metavar="N",
+        help="gmem serve --workers N (1 to 64); each kill ends them all at once",
+    )
     parser.add_argument("--data-dir", type=Path, help="keep the data here (default: a temp dir)")
     parser.add_argument("--report", type=Path, help="write the JSON summary here too")
     args = parser.parse_args(argv)
@@ -550,10 +563,12 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=args.data_dir,
         max_traffic_seconds=args.max_traffic_seconds,
         progress=True,
+        serve_workers=args.serve_workers,
     )
     summary = {
         "synchronous": args.synchronous,
         "workers": args.workers,
+        "serve_workers": args.serve_workers,
         "seconds": round(time.monotonic() - started, 1),
     } | stats.summary()
     if stats.acked_writes < args.min_writes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tests.support.processes import (
@@ -33,11 +34,14 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         *,
         open_files: int | None = None,
+        group: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.log = log
         self.env = os.environ | (env or {})
         self.open_files = open_files  # RLIMIT_NOFILE of the child (soft and hard)
+        # A process group of its own (``gmem serve --workers N``): a kill ends every process.
+        self.group = group
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -50,7 +54,12 @@ class ServerProcess:
         assert self.process is None, "already running"
         self.port = free_port()
         self.process = start_serve(
-            self.data_dir, self.log, self.port, self.env, open_files=self.open_files
+            self.data_dir,
+            self.log,
+            self.port,
+            self.env,
+            open_files=self.open_files,
+            new_session=self.group,
         )
 
     def wait_ready(self, timeout: float = 60) -> float:
@@ -59,11 +68,17 @@ class ServerProcess:
         return wait_ready(self.url, self.process, self.log, timeout=timeout)
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, as in a crash."""
+        """SIGKILL: no shutdown code runs, as in a crash; of the whole process group (the
+        supervisor and its workers at once) when the server has one."""
         if self.process is None:
             return
-        self.process.send_signal(signal.SIGKILL)
+        if self.group:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        else:
+            self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
+        if self.group:
+            wait_group_gone(self.process.pid)
         self.process = None
 
     def stop(self) -> int:
@@ -83,3 +98,21 @@ class ServerProcess:
 
 
 __all__ = ["ServerProcess", "create_key", "gmem"]
+
+
+def wait_group_gone(group: int, timeout: float = 30) -> None:
+    """Wait until no live process (zombies aside: they hold no file) is in ``group``."""
+    deadline = time.monotonic() + timeout
+    while any(_in_group(entry, group) for entry in Path("/proc").iterdir()):
+        assert time.monotonic() < deadline, f"process group {group} outlived its SIGKILL"
+        time.sleep(0.01)
+
+
+def _in_group(entry: Path, group: int) -> bool:
+    if not entry.name.isdigit():
+        return False
+    try:
+        fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return fields[0] != "Z" and int(fields[2]) == group  # state, ppid, pgrp

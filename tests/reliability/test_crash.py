@@ -22,6 +22,16 @@ def test_sigkill_under_load_loses_no_acknowledged_write(tmp_path: Path) -> None:
     assert stats.items > 0
 
 
+def test_sigkill_of_every_worker_process_at_once_loses_no_acknowledged_write(
+    tmp_path: Path,
+) -> None:
+    """``gmem serve --workers 2``: two processes writing one SQLite file, taking turns on
+    its lock file, killed together mid-write; the same checks, the same outcome."""
+    stats = run(2, workers=4, max_traffic_seconds=1.5, data_dir=tmp_path, serve_workers=2)
+    assert stats.failures == [], f"seed {stats.seed}: {stats.failures}"
+    assert stats.acked_writes > 0
+
+
 def test_a_kill_while_the_server_starts_leaves_a_store_that_opens(tmp_path: Path) -> None:
     """SIGKILL during start-up (migrations, key file) leaves a store that opens and verifies."""
     loop = CrashLoop(tmp_path / "data", workers=2, startup_kill_rate=1.0, seed=7)

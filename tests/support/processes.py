@@ -111,9 +111,11 @@ def start_serve(
     env: Mapping[str, str] | None = None,
     *,
     open_files: int | None = None,
+    new_session: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Spawn ``gmem serve`` over ``data_dir`` on ``port``, logging to ``log`` (not ready yet);
-    ``open_files`` sets the child's RLIMIT_NOFILE (soft and hard)."""
+    ``open_files`` sets the child's RLIMIT_NOFILE (soft and hard); ``new_session`` makes it
+    the leader of a process group of its own (with its workers: one ``killpg`` ends all)."""
 
     def limit_files() -> None:  # runs in the child, before exec
         assert open_files is not None
@@ -126,6 +128,7 @@ def start_serve(
             stderr=sink,
             env=env,
             preexec_fn=limit_files if open_files else None,
+            start_new_session=new_session,
         )
 
 
