@@ -257,6 +257,35 @@ def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_group_with_a_failing_batch_is_applied_again_batch_by_batch(tmp_path: Path) -> None:
+    """A group is first applied without savepoints; when one of its batches fails, the
+    transaction is rolled back and the group applied again, each batch in a savepoint:
+    the others stand once (a scope's documents counted once), the failed one alone fails."""
+    source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    anchor = source.write(WRITER, body(id="anchor")).item
+    source.write(WRITER, body(id="x1", agent_id="bot-x"))
+    x1 = source.store.get("acme", "x1")
+    assert x1 is not None
+    index = source.index_doc("acme", "email")
+    y1 = dataclasses.replace(x1, id="y1", agent_id="bot-y")
+    stale = dataclasses.replace(x1, id=anchor.id)
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    group = [
+        Pending(Batch("acme", [], [ItemChange(x1, 0, index)])),
+        Pending(Batch("acme", [], [ItemChange(stale, 3, None)])),  # no such version
+        Pending(Batch("acme", [], [ItemChange(y1, 0, index)])),
+    ]
+
+    store._batches.commit_group(group)
+
+    assert [type(p.error) for p in group] == [type(None), VersionConflict, type(None)]
+    assert all(p.done for p in group)
+    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
+    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
+    assert sorted(store.database.query("SELECT id FROM memories")) == [("x1",), ("y1",)]
+    store.close()
+
+
 def test_a_lost_or_swapped_master_key_stops_the_start(data_dir: Path) -> None:
     """A store whose keys were wrapped by another master key refuses to open."""
     import base64
