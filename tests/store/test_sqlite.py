@@ -21,6 +21,7 @@ from governed_memory.bootstrap import open_service
 from governed_memory.codec import canonical_columns, event_columns, stored_columns
 from governed_memory.core.events import MemoryWritten
 from governed_memory.core.model import RETAINED_STATUSES as RETAINED
+from governed_memory.core.model import ItemState
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
@@ -257,32 +258,102 @@ def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_group_with_a_failing_batch_is_applied_again_batch_by_batch(tmp_path: Path) -> None:
-    """A group is first applied without savepoints; when one of its batches fails, the
-    transaction is rolled back and the group applied again, each batch in a savepoint:
-    the others stand once (a scope's documents counted once), the failed one alone fails."""
+def three_new_items() -> tuple[list[ItemChange], ItemState]:
+    """Three new items in three scopes (their changes), and an existing item's state."""
     source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
     anchor = source.write(WRITER, body(id="anchor")).item
     source.write(WRITER, body(id="x1", agent_id="bot-x"))
     x1 = source.store.get("acme", "x1")
     assert x1 is not None
     index = source.index_doc("acme", "email")
-    y1 = dataclasses.replace(x1, id="y1", agent_id="bot-y")
-    stale = dataclasses.replace(x1, id=anchor.id)
+    items = [dataclasses.replace(x1, id=f"{n}1", agent_id=f"bot-{n}") for n in "xyz"]
+    return [ItemChange(item, 0, index) for item in items], dataclasses.replace(x1, id=anchor.id)
+
+
+def traced(store: SQLiteStore) -> list[str]:
+    """The savepoint and rollback statements the store's writer runs from now on."""
+    seen: list[str] = []
+    store.database.writer.set_trace_callback(
+        lambda text: (
+            seen.append(text) if text.split()[0] in ("SAVEPOINT", "RELEASE", "ROLLBACK") else None
+        )
+    )
+    return seen
+
+
+def one_per_scope(store: SQLiteStore) -> bool:
+    scopes = store.database.query("SELECT agent_id, documents FROM scopes ORDER BY agent_id")
+    return scopes == [("bot-x", 1), ("bot-y", 1), ("bot-z", 1)]
+
+
+def test_a_group_is_applied_without_a_savepoint_a_batch(tmp_path: Path) -> None:
+    changes, _ = three_new_items()
     store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    statements = traced(store)
+    group = [Pending(Batch("acme", [], [change])) for change in changes]
+
+    store._batches.commit_group(group)
+
+    assert [p.error for p in group] == [None, None, None]
+    assert statements == []
+    assert one_per_scope(store)
+    store.close()
+
+
+def test_a_group_with_a_failing_batch_is_applied_again_batch_by_batch(tmp_path: Path) -> None:
+    """When one batch of a group fails, the transaction is rolled back and the group
+    applied again, each batch in a savepoint: the others stand once (each scope's
+    documents counted once), the failed one alone fails."""
+    (x1, y1, _), stale = three_new_items()
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    statements = traced(store)
     group = [
-        Pending(Batch("acme", [], [ItemChange(x1, 0, index)])),
+        Pending(Batch("acme", [], [x1])),
         Pending(Batch("acme", [], [ItemChange(stale, 3, None)])),  # no such version
-        Pending(Batch("acme", [], [ItemChange(y1, 0, index)])),
+        Pending(Batch("acme", [], [y1])),
     ]
 
     store._batches.commit_group(group)
 
     assert [type(p.error) for p in group] == [type(None), VersionConflict, type(None)]
-    assert all(p.done for p in group)
-    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
-    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
+    assert statements[0] == "ROLLBACK"
+    assert statements.count("SAVEPOINT batch") == 3
+    scopes = store.database.query("SELECT agent_id, documents FROM scopes ORDER BY agent_id")
+    assert scopes == [("bot-x", 1), ("bot-y", 1)]
     assert sorted(store.database.query("SELECT id FROM memories")) == [("x1",), ("y1",)]
+    store.close()
+
+
+def test_a_group_that_sqlite_rolled_back_itself_is_begun_again_batch_by_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that makes SQLite roll back the whole transaction (an interrupt, an I/O
+    error) in the group's first pass: the transaction is begun again and every batch
+    applied once, not refused for want of a transaction."""
+    changes, _ = three_new_items()
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    applied = 0
+    original = store._batches._apply
+
+    def apply(conn: sqlite3.Connection, batch: Batch, scopes: Any) -> list[Any]:
+        nonlocal applied
+        applied += 1
+        if applied != 2:
+            return original(conn, batch, scopes)
+        conn.set_progress_handler(lambda: 1, 1)  # SQLite interrupts this batch's statement
+        try:
+            return original(conn, batch, scopes)
+        finally:
+            conn.set_progress_handler(None, 1)
+
+    monkeypatch.setattr(store._batches, "_apply", apply)
+    group = [Pending(Batch("acme", [], [change])) for change in changes]
+
+    store._batches.commit_group(group)
+
+    assert [p.error for p in group] == [None, None, None]
+    assert applied == 2 + 3  # two in the first pass, then each batch once
+    assert one_per_scope(store)
     store.close()
 
 
