@@ -531,6 +531,13 @@ def run(
         return loop.stats
 
 
+def _serve_workers(text: str) -> int:
+    """``--serve-workers``: ``gmem serve --workers`` takes 1 to 64."""
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 64")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.reliability.crashloop", description=__doc__
@@ -545,9 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-traffic-seconds", type=float, default=2.5)
     parser.add_argument(
         "--serve-workers",
-        type=int,
+        type=_serve_workers,
         default=1,
-        choices=range(1, 65),
         metavar="N",
         help="gmem serve --workers N (1 to 64); each kill ends them all at once",
     )

@@ -233,31 +233,6 @@ def test_a_scoped_search_costs_the_same_however_many_other_tenants_exist(
     large.store.close()
 
 
-def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
-    """A batch that fails inside a group forgets the scope it created (its id is reused)."""
-    source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
-    anchor = source.write(WRITER, body(id="anchor")).item
-    source.write(WRITER, body(id="x1", agent_id="bot-x"))
-    x1 = source.store.get("acme", "x1")
-    assert x1 is not None
-    index = source.index_doc("acme", "email")
-    y1 = dataclasses.replace(x1, id="y1", agent_id="bot-y")
-    store = SQLiteStore(tmp_path / "gmem.sqlite3")
-    # The first batch creates scope (acme, bot-x, support), then fails on a stale version.
-    stale = dataclasses.replace(x1, id=anchor.id)
-    doomed = Batch("acme", [], [ItemChange(x1, 0, index), ItemChange(stale, 7, None)])
-    group = [Pending(doomed), Pending(Batch("acme", [], [ItemChange(y1, 0, index)]))]
-
-    store._batches.commit_group(group)
-    store.commit(Batch("acme", [], [ItemChange(x1, 0, index)]))
-
-    assert isinstance(group[0].error, VersionConflict)
-    assert group[1].error is None
-    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
-    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
-    store.close()
-
-
 def three_new_items() -> tuple[list[ItemChange], ItemState]:
     """Three new items in three scopes (their changes), and an existing item's state."""
     source = MemoryService(MemoryStore(), Keyring(secrets.token_bytes(32)), clock=FakeClock())
@@ -268,6 +243,24 @@ def three_new_items() -> tuple[list[ItemChange], ItemState]:
     index = source.index_doc("acme", "email")
     items = [dataclasses.replace(x1, id=f"{n}1", agent_id=f"bot-{n}") for n in "xyz"]
     return [ItemChange(item, 0, index) for item in items], dataclasses.replace(x1, id=anchor.id)
+
+
+def test_a_rolled_back_batch_leaves_no_scope_behind(tmp_path: Path) -> None:
+    """A batch that fails inside a group forgets the scope it created (its id is reused)."""
+    (x1, y1, _), stale = three_new_items()
+    store = SQLiteStore(tmp_path / "gmem.sqlite3")
+    # The first batch creates scope (acme, bot-x, support), then fails on a stale version.
+    doomed = Batch("acme", [], [x1, ItemChange(stale, 7, None)])
+    group = [Pending(doomed), Pending(Batch("acme", [], [y1]))]
+
+    store._batches.commit_group(group)
+    store.commit(Batch("acme", [], [x1]))
+
+    assert isinstance(group[0].error, VersionConflict)
+    assert group[1].error is None
+    scopes = store.database.query("SELECT tenant_id, agent_id, purpose, documents FROM scopes")
+    assert sorted(scopes) == [("acme", "bot-x", "support", 1), ("acme", "bot-y", "support", 1)]
+    store.close()
 
 
 def traced(store: SQLiteStore) -> list[str]:

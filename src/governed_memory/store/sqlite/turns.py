@@ -43,10 +43,9 @@ class WriteTurns:
 
     def __init__(self, database: Path | None, timeout_s: float) -> None:
         """``database`` None: no other process writes (read-only, or a test's lock)."""
-        self._threads = threading.Lock()
         #: This process's turn alone, for what keeps out its own threads but writes
         #: nothing another process must wait for (closing the writer, an fsync).
-        self.threads = self._threads
+        self.threads = threading.Lock()
         self._timeout_s = timeout_s
         self._fd = None if database is None else _open(database)
         self._waiter: _Waiter | None = None
@@ -67,7 +66,7 @@ class WriteTurns:
         """Take this process's turn, then the host's; ``StoreUnavailable`` when another
         process keeps the file locked longer than the busy timeout. Interrupted (a signal
         handler raising), it holds neither."""
-        self._threads.acquire()
+        self.threads.acquire()
         taken = False
         try:
             if self._fd is not None:
@@ -76,7 +75,7 @@ class WriteTurns:
         except BaseException:
             if taken and self._fd is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
-            self._threads.release()
+            self.threads.release()
             raise
 
     def release(self) -> None:
@@ -84,7 +83,7 @@ class WriteTurns:
             if self._fd is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
-            self._threads.release()
+            self.threads.release()
 
     def _take_file(self, fd: int) -> None:
         waiter = self._waiter
@@ -108,7 +107,7 @@ class WriteTurns:
     def close(self) -> None:
         """Let go of the file (the caller holds no turn). A helper still waiting for a
         turn given up keeps its own copy of the descriptor until the kernel answers."""
-        with self._threads:
+        with self.threads:
             fd, self._fd = self._fd, None
             if fd is not None:
                 os.close(fd)
