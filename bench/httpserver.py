@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -247,7 +248,8 @@ def measure(
     them: several agents of one tenant); each searches the scopes of its tenant's stored
     items and writes new items of that tenant (new ids in every round). The ceiling is
     the same generator against ``/health/live``, which does no work: what the HTTP stack
-    alone costs, with the same number of workers.
+    alone costs, with the same number of workers. Each round serves its own copy of
+    ``data_dir`` as loaded (and keyed), so every round measures the same work.
     """
     by_tenant: dict[str, list[Item]] = {}
     for item in workload.items(0, stored):
@@ -260,13 +262,22 @@ def measure(
         searches, writes, pings = client_requests(
             workload, by_tenant, keys, clients, share, 70_000_000 + number * 10_000_000
         )
-        with serving(data_dir, workers) as url:
-            # Warm-up: every client connects (so every worker gets connections) and every
-            # worker has done its lazy imports before the clock starts.
-            load(url, [{"requests": ping["requests"][:20]} for ping in pings])
-            ceiling = load(url, pings)
-            search = load(url, searches)
-            write = load(url, writes)
+        # Every round serves a fresh copy of the loaded store: the writes of a round
+        # must not grow the scopes the next round searches (its searches would return
+        # more items each, and the rounds would not measure the same work).
+        served = data_dir.with_name(f"{data_dir.name}-round{number}")
+        shutil.rmtree(served, ignore_errors=True)
+        shutil.copytree(data_dir, served)
+        try:
+            with serving(served, workers) as url:
+                # Warm-up: every client connects (so every worker gets connections) and
+                # every worker has done its lazy imports before the clock starts.
+                load(url, [{"requests": ping["requests"][:20]} for ping in pings])
+                ceiling = load(url, pings)
+                search = load(url, searches)
+                write = load(url, writes)
+        finally:
+            shutil.rmtree(served, ignore_errors=True)
         results.append(
             {
                 "search": search,
