@@ -27,6 +27,7 @@ from governed_memory.records import (
     ConsoleSession,
     IdempotencyRecord,
     IndexedContent,
+    IntactCheck,
     ItemKey,
     RetentionCursor,
     SealedVector,
@@ -167,6 +168,14 @@ class Items(Protocol):
         """What the index holds of each of the tenant's active items, by memory id: the
         content it was made of (version and hash) and its terms with their frequencies
         and length (no vector), so a rebuild need not open content it indexed already."""
+        ...
+
+    def check_intact(self, tenants: Sequence[str]) -> IntactCheck:
+        """Before a rebuild that keeps the index's entries: the tenants (of ``tenants``)
+        whose rows already are the fold of their logs, found ahead by whatever means the
+        store has (SQLite: worker processes); :meth:`IntactCheck.accept`, called right
+        after, tells which of them no write can have changed since. A store may find
+        none."""
         ...
 
     def rebuilding(self) -> AbstractContextManager[None]:

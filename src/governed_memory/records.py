@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from governed_memory.core.events import Event
 from governed_memory.core.model import ItemState, Principal
@@ -216,6 +216,41 @@ class TenantRebuild:
     tenant_id: str
     changes: Sequence[ItemChange]
     through: int
+
+
+@dataclass(frozen=True, slots=True)
+class Intact:
+    """A tenant a store found intact for a rebuild: in one snapshot, the fold of its log up
+    to position ``through`` (``events`` events, ``items`` items of which ``active`` are
+    searchable), with the index entries its documents hold, made exactly the rows it held."""
+
+    through: int
+    events: int
+    items: int
+    active: int
+
+
+class IntactCheck(Protocol):
+    """The tenants a store checked before a rebuild and found intact (``Store.check_intact``).
+
+    They are taken as rebuilt only if :meth:`accept` still finds them so: it returns those
+    whose rows no write can have changed since they were checked (the others are rebuilt
+    as any tenant), and from then on the store's ordinary writes keep them."""
+
+    @property
+    def tenants(self) -> Mapping[str, Intact]: ...
+
+    def accept(self) -> set[str]: ...
+
+
+@dataclass(frozen=True)
+class NothingIntact:
+    """A store that does not check tenants ahead of a rebuild: every tenant is folded."""
+
+    tenants: Mapping[str, Intact] = field(default_factory=dict)
+
+    def accept(self) -> set[str]:
+        return set()
 
 
 @dataclass(frozen=True, slots=True)

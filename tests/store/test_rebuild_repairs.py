@@ -48,8 +48,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def service(store: Store) -> MemoryService:
+    return two_tenants(store)
+
+
+def two_tenants(store: Store) -> MemoryService:
     """Two tenants; in acme two scopes, items active, rewritten, quarantined, erased and
-    expired, some sharing terms."""
+    expired, some sharing terms (nine items in all)."""
     clock = FakeClock()
     service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
     for number in range(4):
@@ -314,9 +318,9 @@ def test_a_rebuild_of_an_intact_projection_writes_nothing(
     """Over a projection that already is the fold of the log, a rebuild only reads: no
     row of any projection table is written (SQLite counts none changed; on PostgreSQL
     every row keeps its physical version)."""
-    before = _versions(store)
+    before = versions(store)
     assert service.maintenance.rebuild() == 9
-    assert _versions(store) == before
+    assert versions(store) == before
 
 
 def test_a_tenant_too_large_to_compare_is_rewritten_whole_and_its_scopes_move(
@@ -326,12 +330,12 @@ def test_a_tenant_too_large_to_compare_is_rewritten_whole_and_its_scopes_move(
     hold all its rows at once): its rows are deleted and loaded again, which every row's
     physical version shows, and the rows are the same ones. On SQLite its scopes'
     generation moves, since its items got new row ids (cached list heads are stale)."""
-    before, versions = projection(store), _versions(store)
+    before, written = projection(store), versions(store)
     generations, searched = _generations(store), ids(service, "email")
     monkeypatch.setattr(rebuild_diff, "COMPARED_ITEMS", 3)  # acme has 9 items, globex 1
     assert service.maintenance.rebuild() == 9
     assert projection(store) == before
-    assert _versions(store) != versions
+    assert versions(store) != written
     assert service.verify_replay().differences == []
     assert ids(service, "email") == searched
     if isinstance(store, SQLiteStore):
@@ -350,7 +354,7 @@ def _generations(store: Store) -> dict[tuple[str, str, str], int]:
         return {(t, a, p): int(g) for t, a, p, g in rows.fetchall()}
 
 
-def _versions(store: Store) -> object:
+def versions(store: Store) -> object:
     """SQLite: how many rows its writer connection has changed; PostgreSQL: each
     projection row's physical location and creating transaction."""
     database = getattr(store, "database")  # noqa: B009 - both SQL stores have one

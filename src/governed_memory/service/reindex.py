@@ -40,6 +40,7 @@ from governed_memory.records import (
     IndexDoc,
     IndexedContent,
     ItemChange,
+    NothingIntact,
     TenantRebuild,
 )
 from governed_memory.service.indexing import Indexer
@@ -114,19 +115,38 @@ class Rebuild:
         tenants = self._store.tenants()
         self._tenants = len(tenants)
         self._progress()
-        total = 0
         with _fewer_collections(), self._store.rebuilding():
-            pending: list[_Tenant] = []
-            size = 0
-            for tenant_id in tenants:
-                tenant = _Tenant(tenant_id, self._store.index_entries(tenant_id) if reuse else {})
-                size += self._fold(tenant)
-                pending.append(tenant)
-                if size >= SWAP_ITEMS:
-                    total += self._swap(pending)
-                    pending, size = [], 0
-            total += self._swap(pending)
+            # Tenants found intact ahead (worker processes, on SQLite) count as rebuilt if
+            # nothing was committed since they were checked; every other tenant is folded
+            # and swapped here.
+            checked = self._store.check_intact(tenants) if reuse else NothingIntact()
+            accepted = checked.accept()
+            total = 0
+            for tenant_id in accepted:
+                intact = checked.tenants[tenant_id]
+                self._items += intact.active
+                self._indexed += intact.active
+                self._done += 1
+                total += intact.items
+            if accepted:
+                self._progress()
+            total += self._rebuild([t for t in tenants if t not in accepted], reuse)
         return total
+
+    def _rebuild(self, tenants: list[str], reuse: bool) -> int:
+        """Fold ``tenants`` and swap them in, at least ``SWAP_ITEMS`` items a swap; the
+        number of items."""
+        total = 0
+        pending: list[_Tenant] = []
+        size = 0
+        for tenant_id in tenants:
+            tenant = _Tenant(tenant_id, self._store.index_entries(tenant_id) if reuse else {})
+            size += self._fold(tenant)
+            pending.append(tenant)
+            if size >= SWAP_ITEMS:
+                total += self._swap(pending)
+                pending, size = [], 0
+        return total + (self._swap(pending) if pending else 0)
 
     def _progress(self) -> None:
         self._report(Progress(self._done, self._tenants, self._indexed, self._items))

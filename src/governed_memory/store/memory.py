@@ -27,6 +27,8 @@ from governed_memory.records import (
     BrowseRequest,
     ChainLink,
     IdempotencyRecord,
+    IntactCheck,
+    NothingIntact,
     RetentionCursor,
     SubjectKey,
     TenantRebuild,
@@ -277,6 +279,9 @@ class MemoryStore(MemorySearch):
 
     def rebuilding(self) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def check_intact(self, tenants: Sequence[str]) -> IntactCheck:
+        return NothingIntact()  # nothing to gain: the fold and the rows are in this process
 
     def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
         with self._lock:

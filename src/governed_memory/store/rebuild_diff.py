@@ -94,6 +94,10 @@ class Diff:
     totals: list[tuple[int, int, int]] = field(default_factory=list)
     touched: set[int] = field(default_factory=set)
 
+    def nothing(self) -> bool:
+        """Whether there is nothing to write: the stored rows are the folded ones."""
+        return not any(getattr(self, name) for name in self.__dataclass_fields__)
+
     def extend(self, other: Diff) -> None:
         """Add another tenant's writes (several tenants share one transaction)."""
         for name in self.__dataclass_fields__:

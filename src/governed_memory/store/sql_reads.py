@@ -30,7 +30,9 @@ from governed_memory.records import (
     ChainLink,
     IdempotencyRecord,
     IndexedContent,
+    IntactCheck,
     ItemKey,
+    NothingIntact,
     RetentionCursor,
     SealedVector,
     SearchRequest,
@@ -272,6 +274,10 @@ class SQLReads:
 
     def index_entries(self, tenant_id: str) -> dict[str, IndexedContent]:
         return index_entries(self._db, self._sql.P, tenant_id)
+
+    def check_intact(self, tenants: Sequence[str]) -> IntactCheck:
+        """None checked ahead (SQLite's store checks in worker processes)."""
+        return NothingIntact()
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:
         """The sealed vectors of the scope's items that pass every hard filter, in SQL."""

@@ -178,7 +178,7 @@ def rebuild(
                 kept = None
                 for statement in sql.CLEAR_TENANT:
                     conn.execute(statement, (tenant.tenant_id,))
-            stored = _stored(conn, tenant.tenant_id, needed_scopes(tenant.changes), kept)
+            stored = stored_rows(conn, tenant.tenant_id, needed_scopes(tenant.changes), kept)
             if stored.empty():
                 for rows in load(tenant.changes, stored, allocate, document_row):
                     _write(conn, rows)
@@ -196,7 +196,7 @@ def _head(conn: sqlite3.Connection, tenant_id: str) -> int:
     return int(last)
 
 
-def _stored(
+def stored_rows(
     conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, str]], held: Held | None
 ) -> Stored:
     """What the tenant's rows hold (its items and documents ``held`` if given), its
@@ -264,4 +264,5 @@ __all__ = [
     "import_item_keys",
     "rebuild",
     "still_held",
+    "stored_rows",
 ]

@@ -344,6 +344,7 @@ REBUILD_SCOPES = (
 )
 REBUILD_ITEMS = f"SELECT m.rowid, {ITEM_READ} FROM memories AS m WHERE m.tenant_id = ?"
 TENANT_ITEM_COUNT = "SELECT count(*) FROM memories WHERE tenant_id = ?"
+ANY_ITEM = "SELECT 1 FROM memories LIMIT 1"
 REBUILD_DOCUMENTS = (
     "SELECT d.item, d.scope, d.length, d.confidence, d.updated_at, d.expires_at, d.kind, "
     "d.terms, d.tfs FROM memories AS m JOIN search_docs AS d ON d.item = m.rowid "

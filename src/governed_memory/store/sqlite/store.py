@@ -27,6 +27,7 @@ from governed_memory.records import (
     Batch,
     IdempotencyRecord,
     IndexedContent,
+    IntactCheck,
     ItemKey,
     SearchMatches,
     SearchRequest,
@@ -37,7 +38,7 @@ from governed_memory.store import rebuild_diff
 from governed_memory.store.group_commit import GroupCommit
 from governed_memory.store.sql_reads import SQLReads
 from governed_memory.store.sql_sessions import SQLSessions
-from governed_memory.store.sqlite import bulk, sql
+from governed_memory.store.sqlite import bulk, intact, sql
 from governed_memory.store.sqlite.batch import SQLiteBatches
 from governed_memory.store.sqlite.database import SQLiteDatabase, Synchronous
 from governed_memory.store.sqlite.search import SQLiteSearch
@@ -161,6 +162,11 @@ class SQLiteStore(SQLReads, SQLSessions):
             return super().index_entries(tenant_id)
         held[tenant_id] = rows
         return rows.entries()
+
+    def check_intact(self, tenants: Sequence[str]) -> IntactCheck:
+        """The tenants whose rows are the fold of their logs, checked in worker processes
+        on read-only connections (:mod:`.intact`; none for a small log)."""
+        return intact.check(self.database, tenants, self.head(), self._batches.scope_ids.update)
 
     def rebuild(self, tenants: Sequence[TenantRebuild]) -> set[str]:
         """Replace the tenants' rows in bulk, in one transaction: a few statements per

@@ -1,0 +1,374 @@
+"""Checking tenants against their logs in worker processes, ahead of a rebuild.
+
+A rebuild over an intact projection writes nothing (:mod:`governed_memory.store.
+rebuild_diff`), but finding that out is Python: reading and decoding each tenant's log,
+folding it, reading its rows and comparing them, one core's worth. Here worker processes
+(this module, run with ``python -m``, one a core) check shares of the tenants at once,
+each on a read-only connection of its own. A tenant is *intact* when, in one snapshot,
+the fold of its log, with the index entries its documents hold, makes exactly the rows it
+holds: every active item's entry is kept (same content version and hash, so nothing would
+be opened), its scopes exist, and the comparison a swap makes finds nothing to write.
+Anything else (a tenant too large to compare, an item to index, a row that differs) is
+left to the rebuild.
+
+Right after the checks, the rebuild takes the intact tenants as done under the write lock
+(:meth:`_Check.accept`), but only if nothing at all was committed since the checks began:
+no other connection (``PRAGMA data_version`` of this process's writer, which its own
+commits do not move) and not this process's writer either (its ``total_changes``, which
+counts every row it inserted, updated or deleted). Then it folds and swaps every other
+tenant as usual. A check that fails (a worker cannot start, does not answer in time, a
+read fails) is logged and leaves every tenant to the rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import os
+import queue
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from governed_memory.codec import stored_event_from_row
+from governed_memory.core.events import Event
+from governed_memory.core.projection import replay
+from governed_memory.core.values import Status
+from governed_memory.records import Intact, IntactCheck, ItemChange, NothingIntact
+from governed_memory.store.paging import EVENT_PAGE
+from governed_memory.store.rebuild_diff import COMPARED_ITEMS, diff
+from governed_memory.store.sqlite import sql
+from governed_memory.store.sqlite.batch import ScopeKey
+from governed_memory.store.sqlite.bulk import Held, stored_rows
+from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.index_rows import document_row
+
+log = logging.getLogger("governed_memory.store")
+
+#: A log of fewer events is checked by the rebuild itself: starting the workers (about
+#: 0.15 s each, mostly imports) would cost more than they save.
+PARALLEL_EVENTS = 20_000
+#: How long a worker's read waits for a lock (only WAL recovery takes one from readers).
+BUSY_TIMEOUT_MS = 10_000
+#: The most worker processes, whatever the machine has.
+MOST_PROCESSES = 8
+#: How long a worker may take to end once its input is closed.
+WORKER_EXIT_SECONDS = 10
+#: How long a worker may take to answer for one share (its reads wait at most
+#: ``BUSY_TIMEOUT_MS`` for a lock; a share of a 100k-item store takes well under a
+#: second): past it, every worker is stopped and the rebuild does the work itself.
+ANSWER_SECONDS = 120.0
+#: Shares a worker gets on average: small enough that one slow share does not keep the
+#: others waiting.
+SHARES_PER_PROCESS = 4
+
+
+def processes() -> int:
+    """How many worker processes to check with: the cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return min(cores, MOST_PROCESSES)
+
+
+def check(
+    database: SQLiteDatabase,
+    tenants: Sequence[str],
+    events: int,
+    scopes_kept: Callable[[dict[ScopeKey, int]], None],
+) -> IntactCheck:
+    """Check ``tenants`` (of a log of ``events`` events) in worker processes; those found
+    intact, for the rebuild to :meth:`~_Check.accept`, which hands ``scopes_kept`` the
+    scope ids of those it accepts (a swap would have). Nothing is checked for a small log,
+    an empty projection or on a single core, nor without an interpreter to start (this
+    process embedded in another program, or frozen)."""
+    count = min(processes(), len(tenants))
+    if (
+        events < PARALLEL_EVENTS
+        or count < 2
+        or not sys.executable
+        or getattr(sys, "frozen", False)
+        or not database.query(sql.ANY_ITEM)  # gmem import's empty projection: all to load
+    ):
+        return NothingIntact()
+    with database.write_lock:  # the writer is shared with group commit
+        begun = _committed(database.writer)
+    shares: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
+    for share in _shares(tenants, count * SHARES_PER_PROCESS):
+        shares.put(share)
+    try:
+        found = _run(database.path.resolve(), count, shares)
+    except Exception as error:  # noqa: BLE001 - whatever it is, the rebuild does the work
+        log.warning(
+            "rebuild: checking tenants in worker processes failed (%s); "
+            "every tenant is rebuilt in this process",
+            type(error).__name__,
+        )
+        return NothingIntact()
+    intact = {row[0]: Intact(*row[1:]) for row in found}
+    return _Check(database, begun, intact, scopes_kept)
+
+
+def _run(path: Path, count: int, shares: queue.SimpleQueue[list[str]]) -> list[list[Any]]:
+    """Start ``count`` workers on the database at ``path``, hand them ``shares`` until
+    none is left; what they found. Any failure, or a worker silent for longer than
+    ``ANSWER_SECONDS``, stops them all at once and raises."""
+    found: list[list[Any]] = []
+    with contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(_Worker(path)) for _ in range(count)]
+        threads = [
+            threading.Thread(target=worker.work, args=(shares, found), daemon=True)
+            for worker in workers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread, worker in zip(threads, workers, strict=True):
+            while thread.is_alive():
+                thread.join(timeout=min(1.0, ANSWER_SECONDS))
+                if thread.is_alive() and worker.silent_for() > ANSWER_SECONDS:
+                    raise TimeoutError("a worker process did not answer in time")
+            worker.raise_failure()
+    return found
+
+
+def _committed(writer: sqlite3.Connection) -> tuple[int, int, int]:
+    """What moves when anything is committed to the database: ``PRAGMA data_version``
+    (another connection's commit) and the writer's ``total_changes`` (its own), with the
+    writer's identity (a new connection counts from zero). Read holding the write lock."""
+    (version,) = writer.execute("PRAGMA data_version").fetchone()
+    return int(version), writer.total_changes, id(writer)
+
+
+class _Worker:
+    """One worker process (``python -m`` this module): given a share of tenants a line
+    (JSON), it answers a line, the intact ones. Started as a module, not forked and not
+    ``multiprocessing``'s spawn, which would run the caller's main script again in it."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._failure: BaseException | None = None
+        self._heard = time.monotonic()
+
+    def __enter__(self) -> _Worker:
+        # ``-P`` and a working directory of no importance: the modules this process
+        # imported (its own ``sys.path``), never one that happens to lie where it runs.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self._process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
+            [sys.executable, "-P", "-m", __name__, str(self._path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=tempfile.gettempdir(),
+            env=env,
+            text=True,
+        )
+        return self
+
+    def __exit__(self, failed: type[BaseException] | None, *exc: object) -> None:
+        process = self._process
+        if failed is not None:  # a failure, a time-out or an interrupt: stop it now
+            process.kill()
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()  # the worker ends at the end of its input
+        try:
+            process.wait(timeout=WORKER_EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if failed is not None and process.returncode not in (0, -9):
+            log.warning("rebuild: a checking worker process ended with %s", process.returncode)
+        assert process.stdout is not None
+        process.stdout.close()
+
+    def silent_for(self) -> float:
+        """Seconds since this worker last answered (or started)."""
+        return time.monotonic() - self._heard
+
+    def work(self, shares: queue.SimpleQueue[list[str]], found: list[list[Any]]) -> None:
+        """Hand this worker shares until none is left (in a thread of the rebuild)."""
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            while True:
+                try:
+                    share = shares.get_nowait()
+                except queue.Empty:
+                    return
+                self._heard = time.monotonic()
+                stdin.write(json.dumps(share) + "\n")
+                stdin.flush()
+                answer = stdout.readline()
+                if not answer:
+                    code = self._process.poll()
+                    raise RuntimeError(f"a worker process ended ({code}) before answering")
+                found.extend(json.loads(answer))  # list.extend: atomic under the GIL
+                self._heard = time.monotonic()
+        except BaseException as error:  # noqa: BLE001 - raised in the rebuild's thread
+            self._failure = error
+
+    def raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+
+class _Check:
+    """Tenants found intact, and what tells at the end whether they still are."""
+
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        begun: tuple[int, int, int],
+        tenants: Mapping[str, Intact],
+        scopes_kept: Callable[[dict[ScopeKey, int]], None],
+    ) -> None:
+        self._db = database
+        self._begun = begun
+        self._scopes_kept = scopes_kept
+        self.tenants = tenants
+
+    def accept(self) -> set[str]:
+        """The tenants found intact, if no write can have changed them since they were
+        checked: none if anything was committed meanwhile, by any connection (read under
+        the write lock, so nothing can be now), and each one's log still ends where it
+        was checked. Their scope ids go to ``scopes_kept``."""
+        if not self.tenants:
+            return set()
+        with self._db.write_transaction() as conn:
+            if _committed(conn) != self._begun:
+                return set()
+            accepted = {
+                tenant
+                for tenant, intact in self.tenants.items()
+                if conn.execute(sql.TENANT_HEAD, (tenant,)).fetchone()[0] == intact.through
+            }
+            scopes = {
+                (tenant, agent, purpose): scope
+                for tenant in accepted
+                for scope, agent, purpose, *_ in conn.execute(sql.REBUILD_SCOPES, (tenant,))
+            }
+        self._scopes_kept(scopes)  # only once read in the transaction that accepted them
+        return accepted
+
+
+def _shares(tenants: Sequence[str], count: int) -> list[list[str]]:
+    """``tenants`` in ``count`` runs of about equal length, in order."""
+    size = -(-len(tenants) // count)
+    return [list(tenants[start : start + size]) for start in range(0, len(tenants), size)]
+
+
+def check_share(path: str, tenants: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """In a worker process: (tenant, through, events, items, active) of each intact tenant
+    of ``tenants``, each checked in one snapshot on a read-only connection."""
+    gc.disable()  # short-lived, and its millions of tuples form no cycles
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        found = []
+        for tenant in tenants:
+            conn.execute("BEGIN")
+            try:
+                intact = _intact(conn, tenant)
+            finally:
+                conn.execute("COMMIT")  # read only: ends the snapshot
+            if intact is not None:
+                found.append((tenant, *intact))
+        return found
+    finally:
+        conn.close()
+
+
+def _intact(conn: sqlite3.Connection, tenant: str) -> tuple[int, int, int, int] | None:
+    """(through, events, items, active) if the tenant is intact, else ``None``."""
+    (count,) = conn.execute(sql.TENANT_ITEM_COUNT, (tenant,)).fetchone()
+    if count > COMPARED_ITEMS:
+        return None
+    rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant,))}
+    documents = (
+        {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant,))} if rows else {}
+    )
+    if not rows:
+        return None  # nothing to compare: an empty projection (gmem import) is loaded
+    held = Held(conn, 0, 0, rows, documents)
+    read = _Read()
+    items = replay(_events(conn, tenant, read)).values()
+    if not read.events:
+        return None
+    entries = held.entries()
+    changes = []
+    active = 0
+    for item in items:
+        if item.id not in rows:
+            return None  # a row to write
+        index = None
+        if item.status is Status.ACTIVE:
+            found = entries.get(item.id)
+            if (
+                found is None
+                or found.content_version != item.content_version
+                or found.content_hash != item.content_hash
+            ):
+                return None  # content to open and index again
+            index = found.entry
+            active += 1
+        changes.append(ItemChange(item, 0, index))
+    stored = stored_rows(conn, tenant, [], held)
+    needed = {(c.item.agent_id, c.item.purpose) for c in changes if c.index is not None}
+    if not needed.issubset(stored.scopes):
+        return None  # a scope to create
+    if not diff(changes, stored, _no_new_rows, document_row).nothing():
+        return None
+    return read.through, read.events, len(changes), active
+
+
+class _Read:
+    """How much of a tenant's log :func:`_events` read, and the last position."""
+
+    events = 0
+    through = 0
+
+
+def _events(conn: sqlite3.Connection, tenant: str, read: _Read) -> Iterator[Event]:
+    """The tenant's log, in position order, a page at a time (folded as it is read: only
+    a page of it is held), counted in ``read``."""
+    while True:
+        page = conn.execute(sql.TENANT_EVENTS_AFTER, (tenant, read.through, EVENT_PAGE))
+        rows = page.fetchall()
+        for row in rows:
+            stored = stored_event_from_row(row)
+            read.events += 1
+            read.through = stored.position
+            yield stored.event
+        if len(rows) < EVENT_PAGE:
+            return
+
+
+def _no_new_rows(count: int) -> list[int]:
+    """Row ids for new items: a tenant checked here has none (it is not intact)."""
+    assert count == 0, "an item without a row reached the comparison"
+    return []
+
+
+def main(argv: Sequence[str]) -> None:
+    """A worker: for each line of standard input (a JSON list of tenants), one line of
+    standard output (a JSON list of the intact ones, as :func:`check_share` gives them)."""
+    (path,) = argv
+    for line in sys.stdin:
+        print(json.dumps(check_share(path, json.loads(line))), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+
+
+__all__ = ["PARALLEL_EVENTS", "check", "check_share", "processes"]

@@ -1,0 +1,383 @@
+"""SQLite checks tenants ahead of a rebuild in worker processes (issue 16): a tenant whose
+rows already are the fold of its log is found intact there and not folded again, and is
+taken as rebuilt only if no write can have changed it since. Everything a rebuild repairs
+it still repairs; whatever goes wrong with the workers, the rebuild does the work itself.
+
+The log of these stores is far below ``intact.PARALLEL_EVENTS``, so each test that wants
+the workers lowers it (and asks for two of them whatever the machine has)."""
+
+# ruff: noqa: S608 - the statements are this test's own constants: no input reaches them
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governed_memory.records import IntactCheck, NothingIntact
+from governed_memory.service import MemoryService
+from governed_memory.service.reindex import Progress
+from governed_memory.store.sqlite import SQLiteStore, intact
+from tests.conftest import make_store
+from tests.store.test_rebuild_repairs import (
+    ACME,
+    DAMAGES,
+    ITEM,
+    Damage,
+    ids,
+    projection,
+    run,
+    two_tenants,
+    versions,
+)
+from tests.support.fakes import body
+
+TENANTS = {"acme", "globex"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    for made in make_store("sqlite", tmp_path):
+        assert isinstance(made, SQLiteStore)
+        yield made
+
+
+@pytest.fixture
+def service(store: SQLiteStore) -> MemoryService:
+    return two_tenants(store)
+
+
+def workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tenants are checked in two worker processes, however small the log."""
+    monkeypatch.setattr(intact, "PARALLEL_EVENTS", 0)
+    monkeypatch.setattr(intact, "processes", lambda: 2)
+
+
+@pytest.fixture(name="workers")
+def _workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    workers(monkeypatch)
+
+
+def checks(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[IntactCheck]:
+    """Every check the store makes from now on, as the rebuild got it."""
+    made: list[IntactCheck] = []
+    real = store.check_intact
+
+    def recorded(tenants: Sequence[str]) -> IntactCheck:
+        made.append(real(tenants))
+        return made[-1]
+
+    monkeypatch.setattr(store, "check_intact", recorded)
+    return made
+
+
+def test_an_intact_store_is_checked_in_workers_and_nothing_is_folded_or_written(
+    service: MemoryService, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alone: list[Progress] = []
+    service.maintenance.rebuild(alone.append)  # no workers: the log is small
+    workers(monkeypatch)
+    made = checks(store, monkeypatch)
+    folded: list[str] = []
+    real_events = store.tenant_events
+    monkeypatch.setattr(store, "tenant_events", lambda t: folded.append(t) or real_events(t))
+    before, written = projection(store), versions(store)
+    progress: list[Progress] = []
+
+    assert service.maintenance.rebuild(progress.append) == 9
+
+    assert set(made[0].tenants) == TENANTS
+    assert {t: made[0].tenants[t].items for t in TENANTS} == {"acme": 8, "globex": 1}
+    assert folded == []  # neither tenant's log was read again
+    assert versions(store) == written
+    assert projection(store) == before
+    assert progress[-1] == alone[-1] == Progress(tenants_done=2, tenants=2, indexed=6, items=6)
+    assert service.verify_replay().differences == []
+
+
+@pytest.mark.parametrize("damage", [d for d in DAMAGES if not d.reindex], ids=str)
+def test_a_tenant_damaged_before_the_check_is_not_intact_and_is_repaired(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    damage: Damage,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = checks(store, monkeypatch)
+    before, searched = projection(store), ids(service, "email")
+    run(store, *damage.statements)
+
+    service.maintenance.rebuild()
+
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+    assert ids(service, "email") == searched
+    damaged = TENANTS - set(made[0].tenants)
+    assert damaged, "the damage went unnoticed by the check"
+
+
+def _after_the_check(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, meanwhile: Any
+) -> list[set[str]]:
+    """Run ``meanwhile()`` between the workers' check and the rebuild's use of it; the
+    tenants each check accepted."""
+    accepted: list[set[str]] = []
+    real = store.check_intact
+
+    class Recorded:
+        def __init__(self, check: IntactCheck) -> None:
+            self.check = check
+            self.tenants = check.tenants
+
+        def accept(self) -> set[str]:
+            accepted.append(self.check.accept())
+            return accepted[-1]
+
+    def checked(tenants: Sequence[str]) -> IntactCheck:
+        check = real(tenants)
+        meanwhile()
+        return Recorded(check)
+
+    monkeypatch.setattr(store, "check_intact", checked)
+    return accepted
+
+
+def test_rows_damaged_by_another_connection_after_the_check_are_still_repaired(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection commits after the workers' snapshots: nothing they found is
+    taken on trust, every tenant is rebuilt, and the damage is repaired."""
+    before = projection(store)
+
+    damaged: list[int] = []
+
+    def damage() -> None:
+        with sqlite3.connect(store.database.path) as other:  # not this store's writer
+            changed = other.execute(
+                f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}"
+            )
+            damaged.append(changed.rowcount)
+
+    accepted = _after_the_check(store, monkeypatch, damage)
+
+    service.maintenance.rebuild()
+
+    assert damaged == [1]
+    assert accepted == [set()]
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_rows_damaged_by_another_connection_while_the_workers_read_are_still_repaired(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lands after the workers' snapshots but before the check returns: what
+    the rebuild compares against is what it read before the workers started."""
+    before = projection(store)
+    real = intact._run
+
+    def damaged_meanwhile(*args: Any) -> list[list[Any]]:
+        found = real(*args)
+        with sqlite3.connect(store.database.path) as other:
+            other.execute(f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+        return found
+
+    monkeypatch.setattr(intact, "_run", damaged_meanwhile)
+    accepted = _after_the_check(store, monkeypatch, lambda: None)
+
+    service.maintenance.rebuild()
+
+    assert accepted == [set()]
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_rows_damaged_through_this_stores_own_writer_after_the_check_are_repaired(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit of this process's own writer, which appends no event (and moves no
+    ``data_version``), still counts: nothing is taken on trust."""
+    before = projection(store)
+    accepted = _after_the_check(
+        store,
+        monkeypatch,
+        lambda: run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}"),
+    )
+
+    service.maintenance.rebuild()
+
+    assert accepted == [set()]
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_a_write_after_the_check_leaves_every_tenant_to_the_rebuild(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of this process lands in acme after the check: nothing is accepted, and the
+    rebuild folds both tenants, the new item included."""
+    accepted = _after_the_check(
+        store, monkeypatch, lambda: service.write(ACME, body(id="late", content="Late email."))
+    )
+
+    assert service.maintenance.rebuild() == 10
+
+    assert accepted == [set()]
+    assert "late" in ids(service, "email")
+    assert service.verify_replay().differences == []
+
+
+def test_accepted_tenants_scope_ids_replace_what_the_writer_remembered(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a swap would: a scope id the writer kept from before (another process rebuilt
+    the scope meanwhile, say) is replaced by the stored one, so later writes index into
+    the scope searches read."""
+    kept = store._batches.scope_ids
+    assert kept, "the writes remembered their scopes"
+    stored = dict(kept)
+    for key in kept:
+        kept[key] = 10_000 + kept[key]  # no such scope
+    accepted = _after_the_check(store, monkeypatch, lambda: None)
+
+    service.maintenance.rebuild()
+
+    assert accepted == [TENANTS]
+    assert {key: kept[key] for key in stored} == stored
+    service.write(ACME, body(id="late", content="Late email."))
+    assert "late" in ids(service, "email")
+    assert service.verify_replay().differences == []
+
+
+def test_workers_that_fail_leave_every_tenant_to_the_rebuild(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def refused(self: object) -> None:
+        raise OSError("no process for you")
+
+    monkeypatch.setattr(intact._Worker, "__enter__", refused)
+    made = checks(store, monkeypatch)
+    before = projection(store)
+    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
+
+    assert isinstance(made[0], NothingIntact)
+    assert "checking tenants in worker processes failed (OSError)" in caplog.text
+    assert "no process for you" not in caplog.text  # the error's class, never its message
+    assert projection(store) == before
+
+
+def test_workers_that_do_not_answer_in_time_are_stopped_and_the_rebuild_does_the_work(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    started: list[subprocess.Popen[str]] = []
+    real = subprocess.Popen
+
+    def silent(command: list[str], **options: Any) -> subprocess.Popen[str]:
+        # reads its first share, then answers nothing for 30 s (nor ends at the end of
+        # its input): one not killed at once would end by itself, with code 0
+        hang = "import sys, time; sys.stdin.readline(); time.sleep(30)"
+        started.append(real([sys.executable, "-c", hang], **options))
+        return started[-1]
+
+    monkeypatch.setattr(intact.subprocess, "Popen", silent)
+    monkeypatch.setattr(intact, "ANSWER_SECONDS", 0.2)
+    monkeypatch.setattr(intact, "WORKER_EXIT_SECONDS", 60)
+    made = checks(store, monkeypatch)
+    before = projection(store)
+    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
+
+    assert isinstance(made[0], NothingIntact)
+    assert "checking tenants in worker processes failed (TimeoutError)" in caplog.text
+    assert len(started) == 2
+    assert [worker.returncode for worker in started] == [-9, -9]  # killed, not waited for
+    assert projection(store) == before
+
+
+def _started(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every worker the store tries to start from now on (none does start)."""
+    started: list[object] = []
+
+    def refused(self: object) -> None:
+        started.append(self)
+        raise OSError("not in this test")
+
+    monkeypatch.setattr(intact._Worker, "__enter__", refused)
+    return started
+
+
+def test_a_small_log_is_checked_by_the_rebuild_itself(
+    service: MemoryService, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _started(monkeypatch)
+    made = checks(store, monkeypatch)
+
+    assert service.maintenance.rebuild() == 9
+
+    assert started == []
+    assert isinstance(made[0], NothingIntact)
+
+
+def test_a_frozen_program_checks_in_the_rebuild_itself(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frozen program's interpreter cannot run this module: no worker is started."""
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    started = _started(monkeypatch)
+    made = checks(store, monkeypatch)
+
+    assert service.maintenance.rebuild() == 9
+
+    assert started == []
+    assert isinstance(made[0], NothingIntact)
+
+
+def test_an_empty_projection_is_loaded_without_starting_workers(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As after ``gmem import``: no tenant can be intact, so no worker is started."""
+    before = projection(store)
+    run(
+        store,
+        "DELETE FROM postings",
+        "DELETE FROM search_docs",
+        "DELETE FROM memories",
+    )
+    started = _started(monkeypatch)
+    made = checks(store, monkeypatch)
+
+    assert service.maintenance.rebuild() == 9
+
+    assert started == []
+    assert isinstance(made[0], NothingIntact)
+    assert projection(store) == before
+
+
+def test_a_reindex_checks_nothing_ahead(
+    service: MemoryService, store: SQLiteStore, workers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reindex opens every item's content again: nothing can be found intact ahead."""
+    made = checks(store, monkeypatch)
+
+    service.maintenance.reindex()
+
+    assert made == []
