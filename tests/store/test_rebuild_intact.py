@@ -11,6 +11,7 @@ the workers lowers it (and asks for two of them whatever the machine has)."""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -39,6 +40,12 @@ from tests.store.test_rebuild_repairs import (
 from tests.support.fakes import body
 
 TENANTS = {"acme", "globex"}
+#: Damages of ``test_rebuild_repairs.DAMAGES`` that reach globex's rows too (the others
+#: are acme's alone).
+ACROSS_TENANTS = {
+    "memories.tenant_id",
+    "a document and its postings moved to a scope of another tenant",
+}
 
 
 @pytest.fixture
@@ -118,8 +125,76 @@ def test_a_tenant_damaged_before_the_check_is_not_intact_and_is_repaired(
     assert projection(store) == before
     assert service.verify_replay().differences == []
     assert ids(service, "email") == searched
-    damaged = TENANTS - set(made[0].tenants)
-    assert damaged, "the damage went unnoticed by the check"
+    both = str(damage) in ACROSS_TENANTS
+    assert set(made[0].tenants) == (set() if both else {"globex"})  # the undamaged are found
+
+
+@pytest.mark.parametrize("page", [1, 2, 3, 7])
+def test_a_log_read_a_page_at_a_time_is_checked_whole(
+    service: MemoryService, store: SQLiteStore, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acme's log is longer than a page of these sizes: every page is read, in order, and
+    the answer is the one of a page longer than the log; a damage is still found."""
+    path = str(store.database.path)
+    whole = intact.check_share(path, sorted(TENANTS))
+    monkeypatch.setattr(intact, "EVENT_PAGE", page)
+
+    assert intact.check_share(path, sorted(TENANTS)) == whole
+    assert [(t, events) for t, _, events, _, _ in whole] == [("acme", 11), ("globex", 1)]
+    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
+
+
+def test_workers_import_this_process_s_modules_not_those_where_they_run(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A package of the same name in the working directory is not imported by the
+    workers (``python -m`` would put that directory first on their path)."""
+    planted = tmp_path / "planted" / "governed_memory"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.chdir(planted.parent)
+    made = checks(store, monkeypatch)
+
+    service.maintenance.rebuild()
+
+    assert set(made[0].tenants) == TENANTS
+
+
+def test_the_workers_path_is_this_process_s_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", "relative", f"a{os.pathsep}b", "/abs/dir"])
+
+    assert intact.module_path().split(os.pathsep) == [str(tmp_path / "relative"), "/abs/dir"]
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "quota"),
+    [("max 100000\n", None), ("200000 100000\n", 2), ("150000 100000", 2), ("5000 100000", 1)],
+)
+def test_a_container_s_cpu_quota_bounds_the_workers(
+    cpu_max: str, quota: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    monkeypatch.setattr(intact, "CPU_MAX", tmp_path / "cpu.max")
+    monkeypatch.setattr(intact.os, "sched_getaffinity", lambda _: set(range(16)), raising=False)
+
+    assert intact.processes() == (intact.MOST_PROCESSES if quota is None else quota)
+
+
+def test_without_a_cgroup_the_cores_bound_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(intact, "CPU_MAX", tmp_path / "absent")
+    monkeypatch.setattr(intact.os, "sched_getaffinity", lambda _: {0, 1, 2}, raising=False)
+
+    assert intact.processes() == 3
 
 
 def _after_the_check(
@@ -311,6 +386,38 @@ def test_workers_that_do_not_answer_in_time_are_stopped_and_the_rebuild_does_the
     assert len(started) == 2
     assert [worker.returncode for worker in started] == [-9, -9]  # killed, not waited for
     assert projection(store) == before
+
+
+def test_a_worker_that_fails_stops_the_others_at_once(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first worker is silent (well within its time), the second ends without an
+    answer: the failure is seen while the first is still busy, and the first is killed."""
+    started: list[subprocess.Popen[str]] = []
+    real = subprocess.Popen
+    behaviours = [
+        "import sys, time; sys.stdin.readline(); time.sleep(30)",
+        "import sys; sys.stdin.readline(); sys.exit(5)",
+    ]
+
+    def scripted(command: list[str], **options: Any) -> subprocess.Popen[str]:
+        started.append(real([sys.executable, "-c", behaviours[len(started)]], **options))
+        return started[-1]
+
+    monkeypatch.setattr(intact.subprocess, "Popen", scripted)
+    monkeypatch.setattr(intact, "WORKER_EXIT_SECONDS", 60)
+    made = checks(store, monkeypatch)
+
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
+
+    assert isinstance(made[0], NothingIntact)
+    assert "checking tenants in worker processes failed (RuntimeError)" in caplog.text
+    assert [worker.returncode for worker in started] == [-9, 5]  # the silent one killed
 
 
 def _started(monkeypatch: pytest.MonkeyPatch) -> list[object]:

@@ -31,7 +31,6 @@ import queue
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,6 +61,8 @@ BUSY_TIMEOUT_MS = 10_000
 MOST_PROCESSES = 8
 #: How long a worker may take to end once its input is closed.
 WORKER_EXIT_SECONDS = 10
+#: How often the rebuild looks at every worker for a failure or a silence.
+WATCH_SECONDS = 0.1
 #: How long a worker may take to answer for one share (its reads wait at most
 #: ``BUSY_TIMEOUT_MS`` for a lock; a share of a 100k-item store takes well under a
 #: second): past it, every worker is stopped and the rebuild does the work itself.
@@ -71,13 +72,30 @@ ANSWER_SECONDS = 120.0
 SHARES_PER_PROCESS = 4
 
 
+#: Where Linux's cgroup v2 states this process's CPU quota ("max 100000", "200000 100000").
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
 def processes() -> int:
-    """How many worker processes to check with: the cores this process may run on."""
+    """How many worker processes to check with: the cores this process may run on, or
+    fewer if its container's CPU quota allows fewer."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
+    quota = _cpu_quota()
+    if quota is not None:
+        cores = min(cores, quota)
     return min(cores, MOST_PROCESSES)
+
+
+def _cpu_quota() -> int | None:
+    """The cores' worth of CPU time the cgroup grants (rounded up), if it sets a quota."""
+    try:
+        quota, period = CPU_MAX.read_text().split()[:2]
+        return max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):  # no cgroup v2, or "max": no quota
+        return None
 
 
 def check(
@@ -100,13 +118,14 @@ def check(
         or not database.query(sql.ANY_ITEM)  # gmem import's empty projection: all to load
     ):
         return NothingIntact()
-    with database.write_lock:  # the writer is shared with group commit
-        begun = _committed(database.writer)
     shares: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
     for share in _shares(tenants, count * SHARES_PER_PROCESS):
         shares.put(share)
     try:
+        with database.write_lock:  # the writer is shared with group commit
+            begun = _committed(database.writer)
         found = _run(database.path.resolve(), count, shares)
+        intact = {row[0]: Intact(*row[1:]) for row in found}
     except Exception as error:  # noqa: BLE001 - whatever it is, the rebuild does the work
         log.warning(
             "rebuild: checking tenants in worker processes failed (%s); "
@@ -114,7 +133,6 @@ def check(
             type(error).__name__,
         )
         return NothingIntact()
-    intact = {row[0]: Intact(*row[1:]) for row in found}
     return _Check(database, begun, intact, scopes_kept)
 
 
@@ -131,19 +149,35 @@ def _run(path: Path, count: int, shares: queue.SimpleQueue[list[str]]) -> list[l
         ]
         for thread in threads:
             thread.start()
-        for thread, worker in zip(threads, workers, strict=True):
-            while thread.is_alive():
-                thread.join(timeout=min(1.0, ANSWER_SECONDS))
-                if thread.is_alive() and worker.silent_for() > ANSWER_SECONDS:
-                    raise TimeoutError("a worker process did not answer in time")
-            worker.raise_failure()
-    return found
+        pairs = list(zip(threads, workers, strict=True))
+        while True:  # every worker watched at once: the first failure stops them all
+            for _, worker in pairs:
+                worker.raise_failure()
+            busy = [(thread, worker) for thread, worker in pairs if thread.is_alive()]
+            if not busy:
+                return found
+            if any(worker.silent_for() > ANSWER_SECONDS for _, worker in busy):
+                raise TimeoutError("a worker process did not answer in time")
+            busy[0][0].join(timeout=min(WATCH_SECONDS, ANSWER_SECONDS))
+
+
+def module_path() -> str:
+    """This process's ``sys.path`` as a ``PYTHONPATH``: each entry absolute (resolved
+    against this process's working directory, as it reads them), none that would split."""
+    entries = (os.path.abspath(entry) for entry in sys.path if entry)
+    return os.pathsep.join(entry for entry in entries if os.pathsep not in entry)
 
 
 def _committed(writer: sqlite3.Connection) -> tuple[int, int, int]:
     """What moves when anything is committed to the database: ``PRAGMA data_version``
     (another connection's commit) and the writer's ``total_changes`` (its own), with the
-    writer's identity (a new connection counts from zero). Read holding the write lock."""
+    writer's identity (a new connection counts from zero). Read holding the write lock.
+
+    ``total_changes`` counts rows inserted, updated or deleted; it does not count DDL nor
+    incremental blob I/O. The writer changes the projection only by the former (DDL runs
+    in migrations, which also insert their ``schema_migrations`` row, and nothing here
+    writes through ``blobopen``): a write path that does otherwise must move a counter
+    this reads."""
     (version,) = writer.execute("PRAGMA data_version").fetchone()
     return int(version), writer.total_changes, id(writer)
 
@@ -159,16 +193,15 @@ class _Worker:
         self._heard = time.monotonic()
 
     def __enter__(self) -> _Worker:
-        # ``-P`` and a working directory of no importance: the modules this process
-        # imported (its own ``sys.path``), never one that happens to lie where it runs.
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # ``-P``: not the working directory first on its path, which ``-m`` would put
+        # there; this process's own path instead, each entry made absolute as this
+        # process reads it: the modules it imported, never one that lies where it runs.
         self._process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
             [sys.executable, "-P", "-m", __name__, str(self._path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            cwd=tempfile.gettempdir(),
-            env=env,
+            env=dict(os.environ, PYTHONPATH=module_path()),
             text=True,
         )
         return self
