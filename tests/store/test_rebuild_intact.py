@@ -354,6 +354,27 @@ def test_workers_that_fail_leave_every_tenant_to_the_rebuild(
     assert projection(store) == before
 
 
+#: A worker that reads its first share and then says nothing for 30 s.
+HANG = "import sys, time; sys.stdin.readline(); time.sleep(30)"
+
+
+def _scripted_workers(
+    monkeypatch: pytest.MonkeyPatch, scripts: list[str]
+) -> list[subprocess.Popen[str]]:
+    """Workers started from now on run ``scripts`` (``python -c``), one each, in order;
+    the processes started. Any still running is waited for up to a minute at the end."""
+    started: list[subprocess.Popen[str]] = []
+    real = subprocess.Popen
+
+    def scripted(command: list[str], **options: Any) -> subprocess.Popen[str]:
+        started.append(real([sys.executable, "-c", scripts[len(started)]], **options))
+        return started[-1]
+
+    monkeypatch.setattr(intact.subprocess, "Popen", scripted)
+    monkeypatch.setattr(intact, "WORKER_EXIT_SECONDS", 60)
+    return started
+
+
 def test_workers_that_do_not_answer_in_time_are_stopped_and_the_rebuild_does_the_work(
     service: MemoryService,
     store: SQLiteStore,
@@ -361,19 +382,10 @@ def test_workers_that_do_not_answer_in_time_are_stopped_and_the_rebuild_does_the
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    started: list[subprocess.Popen[str]] = []
-    real = subprocess.Popen
-
-    def silent(command: list[str], **options: Any) -> subprocess.Popen[str]:
-        # reads its first share, then answers nothing for 30 s (nor ends at the end of
-        # its input): one not killed at once would end by itself, with code 0
-        hang = "import sys, time; sys.stdin.readline(); time.sleep(30)"
-        started.append(real([sys.executable, "-c", hang], **options))
-        return started[-1]
-
-    monkeypatch.setattr(intact.subprocess, "Popen", silent)
+    # each reads its first share, then answers nothing for 30 s (nor ends at the end of
+    # its input): one not killed at once would end by itself, with code 0
+    started = _scripted_workers(monkeypatch, [HANG, HANG])
     monkeypatch.setattr(intact, "ANSWER_SECONDS", 0.2)
-    monkeypatch.setattr(intact, "WORKER_EXIT_SECONDS", 60)
     made = checks(store, monkeypatch)
     before = projection(store)
     run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
@@ -397,19 +409,9 @@ def test_a_worker_that_fails_stops_the_others_at_once(
 ) -> None:
     """The first worker is silent (well within its time), the second ends without an
     answer: the failure is seen while the first is still busy, and the first is killed."""
-    started: list[subprocess.Popen[str]] = []
-    real = subprocess.Popen
-    behaviours = [
-        "import sys, time; sys.stdin.readline(); time.sleep(30)",
-        "import sys; sys.stdin.readline(); sys.exit(5)",
-    ]
-
-    def scripted(command: list[str], **options: Any) -> subprocess.Popen[str]:
-        started.append(real([sys.executable, "-c", behaviours[len(started)]], **options))
-        return started[-1]
-
-    monkeypatch.setattr(intact.subprocess, "Popen", scripted)
-    monkeypatch.setattr(intact, "WORKER_EXIT_SECONDS", 60)
+    started = _scripted_workers(
+        monkeypatch, [HANG, "import sys; sys.stdin.readline(); sys.exit(5)"]
+    )
     made = checks(store, monkeypatch)
 
     with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
@@ -432,9 +434,10 @@ def _started(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     return started
 
 
-def test_a_small_log_is_checked_by_the_rebuild_itself(
+def _rebuilt_without_workers(
     service: MemoryService, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The rebuild does all the work, no worker started and nothing found ahead."""
     started = _started(monkeypatch)
     made = checks(store, monkeypatch)
 
@@ -442,6 +445,12 @@ def test_a_small_log_is_checked_by_the_rebuild_itself(
 
     assert started == []
     assert isinstance(made[0], NothingIntact)
+
+
+def test_a_small_log_is_checked_by_the_rebuild_itself(
+    service: MemoryService, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _rebuilt_without_workers(service, store, monkeypatch)
 
 
 def test_a_frozen_program_checks_in_the_rebuild_itself(
@@ -449,13 +458,7 @@ def test_a_frozen_program_checks_in_the_rebuild_itself(
 ) -> None:
     """A frozen program's interpreter cannot run this module: no worker is started."""
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    started = _started(monkeypatch)
-    made = checks(store, monkeypatch)
-
-    assert service.maintenance.rebuild() == 9
-
-    assert started == []
-    assert isinstance(made[0], NothingIntact)
+    _rebuilt_without_workers(service, store, monkeypatch)
 
 
 def test_an_empty_projection_is_loaded_without_starting_workers(
@@ -469,13 +472,9 @@ def test_an_empty_projection_is_loaded_without_starting_workers(
         "DELETE FROM search_docs",
         "DELETE FROM memories",
     )
-    started = _started(monkeypatch)
-    made = checks(store, monkeypatch)
 
-    assert service.maintenance.rebuild() == 9
+    _rebuilt_without_workers(service, store, monkeypatch)
 
-    assert started == []
-    assert isinstance(made[0], NothingIntact)
     assert projection(store) == before
 
 

@@ -89,13 +89,20 @@ def held_rows(database: SQLiteDatabase, tenant_id: str, most: int) -> Held | Non
             return None
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         through = _head(conn, tenant_id)
-        rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))}
-        documents = (
-            {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))}
-            if rows
-            else {}
-        )
+        rows, documents = tenant_rows(conn, tenant_id)
     return Held(conn, int(version), through, rows, documents)
+
+
+def tenant_rows(
+    conn: sqlite3.Connection, tenant_id: str
+) -> tuple[dict[str, tuple[int, tuple[Any, ...]]], dict[int, tuple[Any, ...]]]:
+    """The tenant's item rows by id, as (row id, row), and its document rows by item row
+    id (none read when it has no items)."""
+    rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))}
+    documents = (
+        {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))} if rows else {}
+    )
+    return rows, documents
 
 
 def still_held(database: SQLiteDatabase, held: Held | None, through: int) -> Held | None:
@@ -213,14 +220,7 @@ def stored_rows(
     if held is not None:
         stored.items, stored.documents = held.items, held.documents
     else:
-        # (rowid, tenant_id, id, ...): each item's row by its id
-        stored.items = {
-            row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))
-        }
-        if stored.items:
-            stored.documents = {
-                row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))
-            }
+        stored.items, stored.documents = tenant_rows(conn, tenant_id)
     ids = [scope for scope, _, _ in existing]  # a scope made just now holds nothing yet
     if ids:
         stored.packed = {
@@ -265,4 +265,5 @@ __all__ = [
     "rebuild",
     "still_held",
     "stored_rows",
+    "tenant_rows",
 ]

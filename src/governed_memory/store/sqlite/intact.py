@@ -46,7 +46,7 @@ from governed_memory.store.paging import EVENT_PAGE
 from governed_memory.store.rebuild_diff import COMPARED_ITEMS, diff
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.batch import ScopeKey
-from governed_memory.store.sqlite.bulk import Held, stored_rows
+from governed_memory.store.sqlite.bulk import Held, stored_rows, tenant_rows
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.index_rows import document_row
 
@@ -326,10 +326,7 @@ def _intact(conn: sqlite3.Connection, tenant: str) -> tuple[int, int, int, int] 
     (count,) = conn.execute(sql.TENANT_ITEM_COUNT, (tenant,)).fetchone()
     if count > COMPARED_ITEMS:
         return None
-    rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant,))}
-    documents = (
-        {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant,))} if rows else {}
-    )
+    rows, documents = tenant_rows(conn, tenant)
     if not rows:
         return None  # nothing to compare: an empty projection (gmem import) is loaded
     held = Held(conn, 0, 0, rows, documents)
