@@ -102,6 +102,11 @@ class Items(Protocol):
     #: read: a lexical search then needs no snapshot (on a server, one round trip). A
     #: store that says no is searched in a snapshot, and the rows read after ranking.
     reads_rows_with_matches: bool
+    #: Whether those rows may leave candidates out (SQLite: every one of a search with
+    #: many candidates, whose rows would cost more than reading the few chosen): the
+    #: caller then searches in a :meth:`snapshot` and reads the rows of the hits left out
+    #: in it. A store that says no returns the rows of every candidate.
+    rows_with_matches_partial: bool
 
     def get(self, tenant_id: str, memory_id: str) -> ItemState | None: ...
 

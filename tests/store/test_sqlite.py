@@ -198,6 +198,43 @@ def test_a_scoped_search_uses_indexes_and_never_scans_a_table(
     store.close()
 
 
+@pytest.mark.parametrize(
+    ("search", "with_matches"),
+    [({}, True), ({"subject_id": "customer-1"}, True), ({"limit": 1}, False)],
+    ids=str,
+)
+def test_a_search_reads_its_candidates_rows_and_keys_in_one_statement(
+    tmp_path: Path, search: dict[str, object], with_matches: bool
+) -> None:
+    """The hits' rows, their subjects' keys and their own keys come with the matches, in
+    one read of the search's snapshot, when it has at most four times as many candidates
+    as it wants; with more (forty matches for one hit), the chosen hit's row and keys
+    are read after ranking, in the same snapshot."""
+    service = open_service(data_dir=tmp_path, synchronous="OFF")
+    _fill(service, tenants=3, per_tenant=40)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    traced: list[str] = []
+    store.database.reader().set_trace_callback(traced.append)
+
+    hits = service.search(principal("tenant-1"), query("email note tenant", **search)).items
+
+    store.database.reader().set_trace_callback(None)
+    reads = [sql for sql in traced if sql.lstrip().upper().startswith("SELECT")]
+    found = [sql for sql in reads if "LEFT JOIN subject_keys" in sql]
+    after = [
+        sql
+        for sql in reads
+        if "FROM memories AS m WHERE" in sql  # get_many
+        or "FROM subject_keys WHERE" in sql
+        or "FROM item_keys WHERE" in sql
+    ]
+    assert (len(found), len(after)) == ((1, 0) if with_matches else (0, 3))
+    assert [sql for sql in traced if sql.strip().upper() == "BEGIN"] == ["BEGIN"]
+    assert hits and all(hit.item.content.endswith("of tenant 1") for hit in hits)
+    store.close()
+
+
 def _search_steps(service: MemoryService) -> int:
     """SQLite virtual-machine steps spent by one scoped search of tenant-0's scope."""
     store = service.store

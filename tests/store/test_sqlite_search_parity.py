@@ -10,12 +10,24 @@ import pytest
 
 from governed_memory.core.retrieval import CONFIDENCE_WEIGHT
 from governed_memory.crypto import Keyring
-from governed_memory.service import MemoryService
+from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.service import MemoryService, retrieval
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, threshold
+from governed_memory.store.sqlite import search as sqlite_search
 from tests.support.fakes import FakeClock, principal, query
 
 WRITER = principal()
+_BODY = {
+    "agent_id": "support-bot",
+    "subject_id": "s1",
+    "purpose": "support",
+    "kind": "fact",
+    "content": "shared word",
+    "provenance": {"source": "test", "ref": "a"},
+    "trust": "trusted",
+    "expected_version": 0,
+}
 WORDS = [f"w{i}" for i in range(40)]
 
 
@@ -157,16 +169,23 @@ def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
     assert collect.count("?") < 40  # the contenders' rowids, not all forty items
 
 
+@pytest.mark.parametrize(
+    ("others", "their_confidence"),
+    [(2, 0.1), (5, 0.9)],  # five tying with "a" (ranked first by id) are all candidates
+    ids=["rows with the matches", "rows after ranking"],
+)
 def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
-    tmp_path: Path,
+    tmp_path: Path, others: int, their_confidence: float
 ) -> None:
-    """A search reads postings, then rows, then keys: all from one snapshot. A rewrite
-    landing after the postings were read neither changes the ranked item under the
-    search nor hides the item that should have come first."""
+    """A search reads postings, then rows, then keys: all from one snapshot, whether the
+    rows come with the matches (at most four candidates for one hit) or are read after
+    ranking (more). A rewrite landing after the postings were read neither changes the
+    ranked item under the search nor hides the item that should have come first."""
     store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
     clock = FakeClock()
     service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
-    for memory_id, confidence in (("a", 0.9), ("b", 0.8), ("c", 0.1), ("d", 0.1)):
+    rest = [(f"o{n}", their_confidence) for n in range(others)]
+    for memory_id, confidence in (("a", 0.9), ("b", 0.8), *rest):
         service.write(
             WRITER,
             {
@@ -214,7 +233,7 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
     assert hit.score_parts["confidence"] == CONFIDENCE_WEIGHT * 0.9  # ranked on the state read
     store.database.query = read  # type: ignore[method-assign]
     (after,) = service.search(WRITER, query("shared", limit=1)).items
-    assert after.item.id == "b"  # the next search sees the rewrite
+    assert after.item.id == ("b" if their_confidence < 0.8 else "o0")  # it sees the rewrite
 
 
 def test_an_item_lifted_by_its_static_parts_is_not_pruned(tmp_path: Path) -> None:
@@ -259,3 +278,112 @@ def test_an_item_lifted_by_its_static_parts_is_not_pruned(tmp_path: Path) -> Non
     assert found[0].score_parts["lexical"] < found[1].score_parts["lexical"]
     assert outcome(pruned, search) == outcome(reference, search)
     store.close()
+
+
+def _subject_pair(tmp_path: Path, items: int) -> tuple[MemoryService, MemoryService]:
+    """``items`` items of one subject in one scope (many tying exactly: a handful of
+    contents and confidences, written in bursts), and as many of other subjects, in both
+    stores."""
+    keyring, clock = Keyring(secrets.token_bytes(32)), FakeClock()
+    reference = MemoryService(MemoryStore(), keyring, clock=clock)
+    pruned = MemoryService(
+        SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF"), keyring, clock=clock
+    )
+    rnd = random.Random(20261204)
+    pool = [zipf_sentence(rnd) for _ in range(5)]
+    for n in range(2 * items):
+        body = {
+            "id": f"m{n}",
+            "agent_id": "support-bot",
+            "subject_id": "s0" if n % 2 == 0 else f"s{1 + n % 5}",
+            "purpose": "support",
+            "kind": "fact",
+            "content": rnd.choice(pool),
+            "provenance": {"source": "test", "ref": str(n)},
+            "trust": "trusted",
+            "confidence": rnd.choice([0.5, 0.9]),
+            "expected_version": 0,
+        }
+        reference.write(WRITER, body)
+        pruned.write(WRITER, body)
+        if n % 20 == 19:
+            clock.advance(minutes=rnd.randint(1, 600))
+    return reference, pruned
+
+
+@pytest.mark.parametrize("chunk", [500, 7])
+@pytest.mark.parametrize("seed", range(12))
+def test_a_subject_s_many_matches_are_ranked_without_their_rows(
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    chunk: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A subject's matches are all candidates (not pruned ahead). Up to four times
+    ``want`` of them, the store reads their rows with them (a chunk of candidates at a
+    time); more, none, and the few chosen are read after ranking, in the same snapshot.
+    Limits, tight budgets and ties give exactly the reference's hits, scores and skips."""
+    monkeypatch.setattr(sqlite_search, "CHUNK", chunk)
+    reference, pruned = _subject_pair(tmp_path_factory.mktemp("subject"), 60)
+    rnd = random.Random(seed)
+    search = query(
+        " ".join(rnd.choices(WORDS[:8], k=rnd.randint(1, 3))),
+        limit=rnd.choice([1, 3, 10]),
+        token_budget=rnd.choice([5, 20, 60, 1000]),
+        subject_id="s0",
+    )
+    answers: list[SearchMatches] = []
+    store = pruned.store
+    real = store.search
+    monkeypatch.setattr(store, "search", lambda asked: answers.append(real(asked)) or answers[-1])
+
+    assert outcome(pruned, search) == outcome(reference, search)
+    (answer,) = answers  # complete: no walk further down
+    assert answer.complete and answer.found is not None
+    many = len(answer.candidates) > sqlite_search.ROWS_WITH_MATCHES * search["limit"]
+    assert set(answer.found.items) == (set() if many else {c.memory_id for c in answer.candidates})
+
+
+def test_a_search_inside_a_snapshot_reads_its_rows_in_that_snapshot(tmp_path: Path) -> None:
+    """A store search asked for rows inside a snapshot already open shares it: the rows
+    come from the state the snapshot began with, and the snapshot ends as it would."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    clock = FakeClock()
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
+    service.write(WRITER, {**_BODY, "id": "a", "confidence": 0.9})
+    request = SearchRequest(
+        "acme",
+        "support-bot",
+        "support",
+        list(service.index_doc("acme", "shared").terms),
+        clock.now(),
+        want=10,
+        rows=True,
+    )
+    with store.snapshot():
+        before = store.search(request)
+        service.write(WRITER, {**_BODY, "id": "a", "confidence": 0.1, "expected_version": 1})
+        during = store.search(request)
+    after = store.search(request)
+
+    assert before.found is not None and during.found is not None and after.found is not None
+    assert during.found.items["a"].confidence == before.found.items["a"].confidence == 0.9
+    assert after.found.items["a"].confidence == 0.1
+
+
+def test_a_budget_walk_never_asks_past_the_places_it_looks_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget that skips everything walks down the ranking (each round asks for four
+    times as many places) but never asks the store for more than ``MAX_BUDGET_WALK``."""
+    monkeypatch.setattr(retrieval, "MAX_BUDGET_WALK", 30)
+    _, pruned = _subject_pair(tmp_path, 60)
+    wants: list[int | None] = []
+    store = pruned.store
+    real = store.search
+    monkeypatch.setattr(store, "search", lambda asked: wants.append(asked.want) or real(asked))
+
+    found = pruned.search(WRITER, query(" ".join(WORDS[:3]), token_budget=1))
+
+    assert found.items == [] and found.skipped > 0
+    assert wants == [10, 30]

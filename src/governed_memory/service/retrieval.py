@@ -5,9 +5,11 @@ core ranks them and fits them to the budget. A store may prune candidates that c
 in the first ``want`` places; when the budget skips so many that fewer than ``limit`` fit,
 the search asks again, further down the ranking. The chosen items are then read, checked
 against the filters once more, and decrypted. A store that reads the candidates' rows and
-keys with the matches (PostgreSQL: in the search's one statement) is asked for them, and a
-lexical search is then one read of the store; otherwise every read of the search shares
-one snapshot.
+keys with the matches (PostgreSQL: in the search's one statement; SQLite: one statement
+a chunk of 500 candidates, in the snapshot of its matches) is asked for them, and each
+round of a lexical search is then one call of the store; a store whose rows may leave
+candidates out (SQLite, with many of them) is searched in a snapshot and the hits left
+out are read in it; otherwise every read of the search shares one snapshot.
 
 With semantic recall on, the store also returns the sealed vectors of the scope's items
 that pass the same hard filters; they are opened, and each item's cosine to the query's
@@ -17,6 +19,7 @@ the :data:`SEMANTIC_POOL` × ``limit`` items nearest the query, ranked together.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import operator
 from collections.abc import Mapping, Sequence
@@ -61,15 +64,25 @@ class Retrieval:
             return SearchResult([], 0, 0, self._tokenizer)
         if looked_up.vector is None and self._store.reads_rows_with_matches:
             # Each search of the store returns its candidates' rows and keys with their
-            # scores, from one state: the hits are opened from the last one, no other read.
-            fitted, matches = self._fit(tenant, query, looked_up.terms, now, rows=True)
-            assert matches.found is not None  # the store reads rows with its matches
-            found = matches.found
-            keys = KeyCache(
-                {(tenant, subject): key for subject, key in found.subject_keys.items()},
-                {(tenant, memory_id): key for memory_id, key in found.item_keys.items()},
-            )
-            hits = self._open(tenant, query, fitted.chosen, now, found.items, keys)
+            # scores, from one state: the hits are opened from the last one. A store whose
+            # rows may leave candidates out is searched in a snapshot, and the hits left
+            # out are read in it.
+            partial = self._store.rows_with_matches_partial
+            with self._store.snapshot() if partial else contextlib.nullcontext():
+                fitted, matches = self._fit(tenant, query, looked_up.terms, now, rows=True)
+                assert matches.found is not None  # the store reads rows with its matches
+                found = matches.found
+                keys = KeyCache(
+                    {(tenant, subject): key for subject, key in found.subject_keys.items()},
+                    {(tenant, memory_id): key for memory_id, key in found.item_keys.items()},
+                )
+                left_out = [r for r in fitted.chosen if r.candidate.memory_id not in found.items]
+                if left_out and not partial:
+                    raise AssertionError("the store left out the rows of candidates")
+                if left_out:
+                    hits = self._hits(tenant, query, fitted.chosen, now, keys, found.items)
+                else:
+                    hits = self._open(tenant, query, fitted.chosen, now, found.items, keys)
             return self._result(hits, fitted)
         # One snapshot for every read of the search: a write landing between the read of
         # the postings and the read of the rows could otherwise rank an item on one state
@@ -126,7 +139,9 @@ class Retrieval:
                 return fitted, matches
             if fitted.used_tokens >= query.token_budget or want >= MAX_BUDGET_WALK:
                 return fitted, matches  # nothing more can fit, or the walk has gone deep enough
-            want *= 4  # the budget skipped too much: walk further down the ranking
+            # The budget skipped too much: walk further down the ranking, never past
+            # where the walk stops (a store reads no row beyond it).
+            want = min(want * 4, MAX_BUDGET_WALK)
 
     def _fused(
         self, tenant: str, query: SearchQuery, looked_up: Query, now: datetime, keys: KeyCache
@@ -170,9 +185,13 @@ class Retrieval:
         chosen: list[Ranked],
         now: datetime,
         keys: KeyCache,
+        known: Mapping[str, ItemState] | None = None,
     ) -> list[SearchHit]:
-        """The chosen items read and decrypted; any that changed since ranking is left out."""
-        states = self._store.get_many(tenant, [r.candidate.memory_id for r in chosen])
+        """The chosen items read (those not ``known`` already, read in the same state) and
+        decrypted; any that changed since ranking is left out."""
+        known = known or {}
+        unread = [r.candidate.memory_id for r in chosen if r.candidate.memory_id not in known]
+        states = {**known, **self._store.get_many(tenant, unread)}
         # One read for every subject key and one for every item key the hits need that the
         # request has not read yet (a request-long cache).
         subjects = {state.subject_id for state in states.values()} - {s for _, s in keys.subjects}

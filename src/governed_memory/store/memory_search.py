@@ -32,6 +32,7 @@ class MemorySearch(MemoryKeys):
     _items: dict[tuple[str, str], ItemState]  # the store's projection, set by the store
     #: Rows and keys come with the matches, under the same lock (Items.reads_rows_with_matches).
     reads_rows_with_matches = True
+    rows_with_matches_partial = False
 
     def __init__(self) -> None:
         super().__init__()

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from governed_memory.codec import ITEM_COLUMNS, item_from_row
-from governed_memory.core.model import ItemState
 from governed_memory.core.retrieval import (
     CONFIDENCE_WEIGHT,
     K1,
@@ -30,13 +28,12 @@ from governed_memory.core.values import from_micros, to_micros
 from governed_memory.errors import StoreUnavailable
 from governed_memory.records import (
     SEARCH_INDEX,
-    ItemKey,
     SearchFound,
     SearchMatches,
     SearchRequest,
-    SubjectKey,
     serves_index,
 )
+from governed_memory.store.found import Found
 from governed_memory.store.postgres import sql
 from governed_memory.store.postgres.database import PostgresDatabase
 
@@ -60,7 +57,7 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     statistics = ScopeStatistics(int(documents), int(total_length), frequency)
     candidates = []
     complete = True
-    found = _Found(request.tenant_id) if request.rows else None
+    found = Found(request.tenant_id) if request.rows else None
     for row in rows:
         memory_id, terms_, tfs, length, confidence, updated_at, tokens, pruned = row[5:13]
         if memory_id is None:
@@ -81,39 +78,6 @@ def search(database: PostgresDatabase, request: SearchRequest) -> SearchMatches:
     return SearchMatches(
         statistics, candidates, complete, None if found is None else found.record()
     )
-
-
-_KEYS_AT = len(ITEM_COLUMNS)  # where a candidate's keys start, after its row
-
-
-class _Found:
-    """The rows and keys of a search's candidates (``sql.ROW_COLUMNS``), as they come."""
-
-    def __init__(self, tenant_id: str) -> None:
-        self.tenant_id = tenant_id
-        self.items: dict[str, ItemState] = {}
-        self.subject_keys: dict[str, SubjectKey | None] = {}
-        self.item_keys: dict[str, ItemKey | None] = {}
-
-    def add(self, columns: tuple[Any, ...]) -> None:
-        item = item_from_row(columns[:_KEYS_AT])
-        key_id, wrapped, key_subject, item_key_id, item_wrapped = columns[_KEYS_AT:]
-        self.items[item.id] = item
-        self.subject_keys[item.subject_id] = (
-            None
-            if key_id is None
-            else SubjectKey(self.tenant_id, item.subject_id, bytes(key_id), bytes(wrapped))
-        )
-        self.item_keys[item.id] = (
-            None
-            if item_key_id is None
-            else ItemKey(
-                self.tenant_id, item.id, key_subject, bytes(item_key_id), bytes(item_wrapped)
-            )
-        )
-
-    def record(self) -> SearchFound:
-        return SearchFound(self.items, self.subject_keys, self.item_keys)
 
 
 def candidate_query(request: SearchRequest) -> tuple[str, dict[str, Any]]:

@@ -42,6 +42,7 @@ class PostgresStore(SQLReads, SQLSessions):
 
     #: A search's rows and keys ride in its one statement (:mod:`.search`).
     reads_rows_with_matches = True
+    rows_with_matches_partial = False
     #: Every read is a round trip on the network.
     prompt_searches = False
 

@@ -307,8 +307,12 @@ class SQLiteDatabase:
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
-        """One read transaction on this thread's connection: WAL gives it a fixed view."""
+        """One read transaction on this thread's connection: WAL gives it a fixed view.
+        Inside this thread's snapshot already, the reads share it (it ends with it)."""
         conn = self.reader()
+        if conn.in_transaction:
+            yield
+            return
         try:
             conn.execute("BEGIN")
             conn.execute("SELECT max(version) FROM schema_migrations").fetchall()  # pin it now

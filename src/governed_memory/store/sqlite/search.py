@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from governed_memory.core.retrieval import ScopeStatistics
 from governed_memory.errors import ReadWouldWait, StoreUnavailable
@@ -21,11 +22,12 @@ from governed_memory.records import (
     SearchRequest,
     serves_index,
 )
+from governed_memory.store.found import Found
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
 from governed_memory.store.sqlite.heads import PostingHeads, ScopeHeads
 from governed_memory.store.sqlite.threshold import Tier
-from governed_memory.store.sqlite.top_k import FIRST_ROUND, Posting, ScopedSearch
+from governed_memory.store.sqlite.top_k import CHUNK, FIRST_ROUND, Posting, ScopedSearch
 
 #: Up to this many postings of the query terms, a scope is read whole (one statement).
 SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
@@ -37,6 +39,12 @@ SMALL_SCOPE_POSTINGS = 4 * FIRST_ROUND
 #: for a 100k scope; the scopes agents search most (tens to hundreds of items, a few
 #: terms) are well under it.
 PROMPT_POSTINGS = 4_000
+#: A search asked for its candidates' rows reads them when it has at most this many times
+#: ``want`` candidates (most searches: a scope's search returns those that can rank, but
+#: a subject's matches are not pruned ahead); above, none (``Store.
+#: rows_with_matches_partial``): reading them all would cost more than reading the few
+#: chosen after ranking.
+ROWS_WITH_MATCHES = 4
 #: How many cached document frequencies are kept before the cache starts afresh.
 _CACHE_LIMIT = 100_000
 
@@ -54,6 +62,25 @@ class SQLiteSearch:
         self.heads = PostingHeads(database)
 
     def search(self, request: SearchRequest) -> SearchMatches:
+        """The matches of ``request``; with ``request.rows``, in one snapshot (this
+        thread's, if one is open) with the rows and keys of every candidate, unless there
+        are more than ``ROWS_WITH_MATCHES`` times ``want`` (one more statement a chunk of
+        candidates)."""
+        if not request.rows:
+            return self._matches(request)
+        with self._db.snapshot():
+            matches = self._matches(request)
+            found = Found(request.tenant_id)
+            ids = [candidate.memory_id for candidate in matches.candidates]
+            if request.want is None or len(ids) > ROWS_WITH_MATCHES * request.want:
+                ids = []  # the rows of the few chosen are read after ranking instead
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                for row in self._db.query(sql.found_rows(len(chunk)), (request.tenant_id, *chunk)):
+                    found.add(tuple(row))
+        return replace(matches, found=found.record())
+
+    def _matches(self, request: SearchRequest) -> SearchMatches:
         rows = self._db.query(
             sql.SCOPE, (SEARCH_INDEX, request.tenant_id, request.agent_id, request.purpose)
         )

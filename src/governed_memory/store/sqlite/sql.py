@@ -325,6 +325,18 @@ def items_of_terms(terms: int) -> str:
     return f"SELECT DISTINCT item FROM postings WHERE scope = ? AND term IN ({marks(terms)})"
 
 
+def found_rows(items: int) -> str:
+    """The rows of ``items`` of a tenant by memory id, each with its subject's key and its
+    own (store/found.py): a search's candidates, read in the state of its matches."""
+    return (
+        f"SELECT {ITEM_READ}, sk.key_id, sk.wrapped, ik.subject_id, ik.key_id, ik.wrapped "
+        "FROM memories AS m LEFT JOIN subject_keys AS sk "
+        "ON sk.tenant_id = m.tenant_id AND sk.subject_id = m.subject_id "
+        "LEFT JOIN item_keys AS ik ON ik.tenant_id = m.tenant_id AND ik.memory_id = m.id "
+        f"WHERE m.tenant_id = ? AND m.id IN ({marks(items)})"
+    )
+
+
 def eligible_items(items: int) -> str:
     """Which of ``items`` rowids pass the hard filters (more may be appended)."""
     return (

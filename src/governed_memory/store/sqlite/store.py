@@ -49,9 +49,12 @@ DATABASE_FILE = "gmem.sqlite3"
 class SQLiteStore(SQLReads, SQLSessions):
     """The store port over one SQLite database file."""
 
-    #: A small scope's search returns every match; reading each one's row with it would
-    #: cost more in-process than reading the few chosen after ranking, in a snapshot.
-    reads_rows_with_matches = False
+    #: A search reads its candidates' rows and keys in one statement, in the snapshot of
+    #: its matches (search.py): one read instead of three after ranking; but not those of
+    #: a search with many candidates (a subject's matches are not pruned ahead), whose
+    #: few chosen hits the caller reads after ranking, in the same snapshot.
+    reads_rows_with_matches = True
+    rows_with_matches_partial = True
     #: A small scope is searched in about the time a hop to a worker thread costs.
     prompt_searches = True
 
