@@ -153,7 +153,8 @@ class Items(Protocol):
         ``StoreUnavailable.index_rebuilt()`` unless the recorded index serves its
         ``index_signature`` (:func:`~governed_memory.records.serves_index`). With
         ``request.rows``, a store that :attr:`reads_rows_with_matches` also returns the
-        rows and keys of every candidate it returns, from the same state."""
+        rows and keys of every candidate it returns, from the same state (a store whose
+        :attr:`rows_with_matches_partial` may return those of none)."""
         ...
 
     def scope_vectors(self, request: SearchRequest) -> list[SealedVector]:

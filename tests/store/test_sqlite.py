@@ -25,7 +25,7 @@ from governed_memory.core.model import ItemState
 from governed_memory.core.policy import RetentionPolicy
 from governed_memory.core.values import Scope, Trust
 from governed_memory.crypto import Keyring
-from governed_memory.errors import CryptoError, ReadWouldWait, VersionConflict
+from governed_memory.errors import CryptoError, ReadWouldWait, StoreUnavailable, VersionConflict
 from governed_memory.records import (
     Batch,
     ItemChange,
@@ -825,3 +825,25 @@ def test_a_write_reads_its_checks_and_its_tenants_chain_head_in_one_statement(
     assert len(reads) == 1, reads
     report = verify_chain(store)
     assert report.ok and report.events == 2
+
+
+def test_a_transaction_left_open_on_the_reader_is_not_taken_for_a_snapshot(
+    tmp_path: Path,
+) -> None:
+    """A snapshot opened inside this thread's snapshot shares it; a read transaction left
+    open on the reader by something else is not one: the snapshot fails, rolls it back,
+    and the next one begins afresh."""
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    database = store.database
+    with database.snapshot(), database.snapshot():
+        assert database.reader().in_transaction
+    assert not database.reader().in_transaction
+    database.reader().execute("BEGIN")
+
+    with pytest.raises(StoreUnavailable), database.snapshot():
+        pass
+
+    assert not database.reader().in_transaction
+    with database.snapshot():
+        assert database.reader().in_transaction
+    store.close()

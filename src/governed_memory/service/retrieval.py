@@ -67,7 +67,7 @@ class Retrieval:
             # scores, from one state: the hits are opened from the last one. A store whose
             # rows may leave candidates out is searched in a snapshot, and the hits left
             # out are read in it.
-            partial = self._store.rows_with_matches_partial
+            partial = getattr(self._store, "rows_with_matches_partial", False)
             with self._store.snapshot() if partial else contextlib.nullcontext():
                 fitted, matches = self._fit(tenant, query, looked_up.terms, now, rows=True)
                 assert matches.found is not None  # the store reads rows with its matches
@@ -77,9 +77,7 @@ class Retrieval:
                     {(tenant, memory_id): key for memory_id, key in found.item_keys.items()},
                 )
                 left_out = [r for r in fitted.chosen if r.candidate.memory_id not in found.items]
-                if left_out and not partial:
-                    raise AssertionError("the store left out the rows of candidates")
-                if left_out:
+                if left_out and partial:
                     hits = self._hits(tenant, query, fitted.chosen, now, keys, found.items)
                 else:
                     hits = self._open(tenant, query, fitted.chosen, now, found.items, keys)

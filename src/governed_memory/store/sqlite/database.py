@@ -308,9 +308,10 @@ class SQLiteDatabase:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """One read transaction on this thread's connection: WAL gives it a fixed view.
-        Inside this thread's snapshot already, the reads share it (it ends with it)."""
+        Inside this thread's snapshot on the same connection already, the reads share it
+        (it ends with it)."""
         conn = self.reader()
-        if conn.in_transaction:
+        if getattr(self._local, "snapshot", None) is conn:
             yield
             return
         try:
@@ -319,9 +320,11 @@ class SQLiteDatabase:
         except sqlite3.Error as error:
             rollback(conn)
             raise self._failed(error, "SQLite read failed") from None
+        self._local.snapshot = conn
         try:
             yield
         finally:
+            self._local.snapshot = None
             conn.execute("COMMIT")
 
     def ping(self) -> None:
