@@ -186,20 +186,10 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
     service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=clock)
     rest = [(f"o{n}", their_confidence) for n in range(others)]
     for memory_id, confidence in (("a", 0.9), ("b", 0.8), *rest):
+        provenance = {"source": "test", "ref": memory_id}
         service.write(
             WRITER,
-            {
-                "id": memory_id,
-                "agent_id": "support-bot",
-                "subject_id": "s1",
-                "purpose": "support",
-                "kind": "fact",
-                "content": "shared word",
-                "provenance": {"source": "test", "ref": memory_id},
-                "trust": "trusted",
-                "confidence": confidence,
-                "expected_version": 0,
-            },
+            {**_BODY, "id": memory_id, "provenance": provenance, "confidence": confidence},
         )
     read = store.database.query
     rewritten: list[bool] = []
@@ -208,21 +198,7 @@ def test_a_write_between_the_reads_of_a_search_does_not_mix_two_states(
         rows = read(sql, params)  # type: ignore[arg-type]
         if "FROM postings" in sql and not rewritten:
             rewritten.append(True)
-            service.write(
-                WRITER,
-                {
-                    "id": "a",
-                    "agent_id": "support-bot",
-                    "subject_id": "s1",
-                    "purpose": "support",
-                    "kind": "fact",
-                    "content": "shared word",
-                    "provenance": {"source": "test", "ref": "a"},
-                    "trust": "trusted",
-                    "confidence": 0.05,
-                    "expected_version": 1,
-                },
-            )
+            service.write(WRITER, {**_BODY, "id": "a", "confidence": 0.05, "expected_version": 1})
         return rows
 
     store.database.query = rewrite_after_the_postings  # type: ignore[method-assign]
