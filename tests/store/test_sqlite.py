@@ -207,9 +207,10 @@ def test_a_search_reads_its_candidates_rows_and_keys_in_one_statement(
     tmp_path: Path, search: dict[str, object], with_matches: bool
 ) -> None:
     """The hits' rows, their subjects' keys and their own keys come with the matches, in
-    one read of the search's snapshot, when it has at most four times as many candidates
-    as it wants; with more (forty matches for one hit), the chosen hit's row and keys
-    are read after ranking, in the same snapshot."""
+    one read of the search's snapshot (the one that checks the candidates' filters), when
+    it has at most four times as many candidates as it wants; with more (forty matches for
+    one hit), the chosen hit's row and keys are read after ranking, in the same
+    snapshot."""
     service = open_service(data_dir=tmp_path, synchronous="OFF")
     _fill(service, tenants=3, per_tenant=40)
     store = service.store
@@ -225,7 +226,7 @@ def test_a_search_reads_its_candidates_rows_and_keys_in_one_statement(
     after = [
         sql
         for sql in reads
-        if "FROM memories AS m WHERE" in sql  # get_many
+        if "FROM memories AS m WHERE tenant_id" in sql  # get_many
         or "FROM subject_keys WHERE" in sql
         or "FROM item_keys WHERE" in sql
     ]

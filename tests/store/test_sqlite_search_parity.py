@@ -165,7 +165,7 @@ def test_a_small_scope_is_ranked_on_its_postings_and_only_contenders_are_read(
     assert [hit.item.id for hit in found.items] == ["m39", "m38", "m37"]
     posting_reads = [sql for sql in statements if "FROM postings" in sql]
     assert len(posting_reads) == 1  # no count per term, no second read of the lists
-    (collect,) = [sql for sql in statements if sql.startswith("SELECT rowid, id")]
+    (collect,) = [sql for sql in statements if sql.startswith("SELECT m.rowid, m.id")]
     assert collect.count("?") < 40  # the contenders' rowids, not all forty items
 
 

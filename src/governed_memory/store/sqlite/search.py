@@ -64,15 +64,16 @@ class SQLiteSearch:
     def search(self, request: SearchRequest) -> SearchMatches:
         """The matches of ``request``; with ``request.rows``, in one snapshot (this
         thread's, if one is open) with the rows and keys of every candidate, unless there
-        are more than ``ROWS_WITH_MATCHES`` times ``want`` (one more statement a chunk of
-        candidates)."""
+        are more than ``ROWS_WITH_MATCHES`` times ``want``. They are read with the
+        candidates' filters (one statement), and any left out then (a search that
+        checked more items than that) in one more statement a chunk of candidates."""
         if not request.rows:
-            return self._matches(request)
+            return self._matches(request, None)
         with self._db.snapshot():
-            matches = self._matches(request)
             found = Found(request.tenant_id)
-            ids = [candidate.memory_id for candidate in matches.candidates]
-            if request.want is None or len(ids) > ROWS_WITH_MATCHES * request.want:
+            matches = self._matches(request, found)
+            ids = [c.memory_id for c in matches.candidates if c.memory_id not in found.items]
+            if request.want is None or len(matches.candidates) > ROWS_WITH_MATCHES * request.want:
                 ids = []  # the rows of the few chosen are read after ranking instead
             for start in range(0, len(ids), CHUNK):
                 chunk = ids[start : start + CHUNK]
@@ -80,7 +81,7 @@ class SQLiteSearch:
                     found.add(tuple(row))
         return replace(matches, found=found.record())
 
-    def _matches(self, request: SearchRequest) -> SearchMatches:
+    def _matches(self, request: SearchRequest, found: Found | None) -> SearchMatches:
         rows = self._db.query(
             sql.SCOPE, (SEARCH_INDEX, request.tenant_id, request.agent_id, request.purpose)
         )
@@ -98,6 +99,8 @@ class SQLiteSearch:
             scope,
             lambda term: self._tiers(scope, generation, term),
             ScopeHeads(self.heads, scope, generation),
+            found,
+            0 if request.want is None else ROWS_WITH_MATCHES * request.want,
         )
         few = None if self._known_large(scope, generation, terms) else self._few(scope, terms)
         if few is not None:

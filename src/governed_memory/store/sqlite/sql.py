@@ -325,26 +325,35 @@ def items_of_terms(terms: int) -> str:
     return f"SELECT DISTINCT item FROM postings WHERE scope = ? AND term IN ({marks(terms)})"
 
 
+_FOUND_KEYS = (
+    "sk.key_id, sk.wrapped, ik.subject_id, ik.key_id, ik.wrapped "
+    "FROM memories AS m LEFT JOIN subject_keys AS sk "
+    "ON sk.tenant_id = m.tenant_id AND sk.subject_id = m.subject_id "
+    "LEFT JOIN item_keys AS ik ON ik.tenant_id = m.tenant_id AND ik.memory_id = m.id "
+)
+
+
 def found_rows(items: int) -> str:
     """The rows of ``items`` of a tenant by memory id, each with its subject's key and its
     own (store/found.py): a search's candidates, read in the state of its matches."""
-    return (
-        f"SELECT {ITEM_READ}, sk.key_id, sk.wrapped, ik.subject_id, ik.key_id, ik.wrapped "
-        "FROM memories AS m LEFT JOIN subject_keys AS sk "
-        "ON sk.tenant_id = m.tenant_id AND sk.subject_id = m.subject_id "
-        "LEFT JOIN item_keys AS ik ON ik.tenant_id = m.tenant_id AND ik.memory_id = m.id "
-        f"WHERE m.tenant_id = ? AND m.id IN ({marks(items)})"
-    )
+    return f"SELECT {ITEM_READ}, {_FOUND_KEYS}WHERE m.tenant_id = ? AND m.id IN ({marks(items)})"
 
 
-def eligible_items(items: int) -> str:
-    """Which of ``items`` rowids pass the hard filters (more may be appended)."""
+#: What :func:`eligible_items` reads of an item, before its row and keys (``found``).
+ELIGIBLE_COLUMNS = 5
+
+
+def eligible_items(items: int, found: bool = False) -> str:
+    """Which of ``items`` rowids pass the hard filters (more ``AND m.…`` may be appended);
+    with ``found``, each followed by its row and keys as :func:`found_rows` reads them."""
+    what = f"{ITEM_READ}, {_FOUND_KEYS}" if found else "FROM memories AS m "
     return (
-        "SELECT rowid, id, confidence, updated_at, tokens FROM memories "
+        f"SELECT m.rowid, m.id, m.confidence, m.updated_at, m.tokens{', ' if found else ' '}"
+        f"{what}"
         # The unary + keeps the planner on rowid lookups: the scope's items are
         # known, and a tenant-wide index would read every item of the tenant.
-        f"WHERE rowid IN ({marks(items)}) AND +tenant_id = ? AND +agent_id = ? "
-        "AND +purpose = ? AND +status = 'active' AND +expires_at > ?"
+        f"WHERE m.rowid IN ({marks(items)}) AND +m.tenant_id = ? AND +m.agent_id = ? "
+        "AND +m.purpose = ? AND +m.status = 'active' AND +m.expires_at > ?"
     )
 
 

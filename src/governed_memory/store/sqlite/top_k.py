@@ -27,6 +27,7 @@ from governed_memory.core.retrieval import (
 )
 from governed_memory.core.values import from_micros, to_micros
 from governed_memory.records import SearchMatches, SearchRequest
+from governed_memory.store.found import Found
 from governed_memory.store.impact import length_of, tf_of
 from governed_memory.store.sqlite import sql
 from governed_memory.store.sqlite.database import SQLiteDatabase
@@ -56,6 +57,8 @@ class ScopedSearch:
         scope: int,
         tiers: Callable[[int], Sequence[Tier]],
         heads: ScopeHeads,
+        found: Found | None = None,
+        rows_limit: int = 0,
     ) -> None:
         self.db = database
         self.request = request
@@ -64,6 +67,10 @@ class ScopedSearch:
         self.heads = heads  # the heads of the scope's lists, kept by the caller (heads.py)
         self.now = to_micros(request.now)
         self.known: dict[int, Candidate | None] = {}
+        #: Where the rows and keys of the items read with their filters go (the
+        #: request's ``rows``), as long as no more than ``rows_limit`` items are read so.
+        self.found = found
+        self.rows_limit = rows_limit
 
     def small(self, statistics: ScopeStatistics, postings: Sequence[Posting]) -> SearchMatches:
         """The candidates of a small scope, from ``postings``: every posting of the query
@@ -193,8 +200,11 @@ class ScopedSearch:
         """Materialize not-yet-known items: hard filters, then their term frequencies
         (read from the postings unless ``known`` holds them with the items' lengths)."""
         new = sorted({item for item in items if item not in self.known})
+        found = self.found
+        if found is not None and len(self.known) + len(new) > self.rows_limit:
+            found = None  # too many to read whole: the chosen rows are read after ranking
         for chunk in _chunks(new):
-            eligible = self._eligible(chunk)
+            eligible = self._eligible(chunk, found)
             if known is not None:
                 frequencies, lengths = known
             else:
@@ -204,7 +214,7 @@ class ScopedSearch:
                 if row is None or item not in frequencies:
                     self.known[item] = None  # filtered out, or matches no query term
                     continue
-                _, memory_id, confidence, updated_at, tokens = row
+                _, memory_id, confidence, updated_at, tokens = row[: sql.ELIGIBLE_COLUMNS]
                 self.known[item] = Candidate(
                     memory_id,
                     frequencies[item],
@@ -214,10 +224,11 @@ class ScopedSearch:
                     tokens,
                 )
 
-    def _eligible(self, items: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-        """The rows of those ``items`` that pass every hard filter, by rowid."""
+    def _eligible(self, items: Sequence[int], found: Found | None) -> dict[int, tuple[Any, ...]]:
+        """What ranking needs of those ``items`` that pass every hard filter, by rowid;
+        with ``found``, their rows and keys are added to it, read by the same statement."""
         request = self.request
-        statement = sql.eligible_items(len(items))
+        statement = sql.eligible_items(len(items), found is not None)
         params: list[Any] = [
             *items,
             request.tenant_id,
@@ -226,13 +237,17 @@ class ScopedSearch:
             self.now,
         ]
         if request.subject_id is not None:
-            statement += " AND +subject_id = ?"
+            statement += " AND +m.subject_id = ?"
             params.append(request.subject_id)
         if request.kinds:
             kinds = sorted(kind.value for kind in request.kinds)
-            statement += f" AND +kind IN ({sql.marks(len(kinds))})"
+            statement += f" AND +m.kind IN ({sql.marks(len(kinds))})"
             params += kinds
-        return {row[0]: row for row in self.db.query(statement, params)}
+        rows = self.db.query(statement, params)
+        if found is not None:
+            for row in rows:
+                found.add(row[sql.ELIGIBLE_COLUMNS :])
+        return {row[0]: row for row in rows}
 
     def _frequencies(
         self, items: Sequence[int]
