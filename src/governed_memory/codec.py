@@ -527,24 +527,29 @@ def item_from_row(row: tuple[Any, ...]) -> ItemState:
         written_by,
         tokens,
     ) = row
+    # Members by value (a dict lookup; the enum's own error for anything else): a search
+    # decodes the row of each of its candidates.
+    kind_member = _KINDS.get(kind)
+    trust_member = _TRUSTS.get(trust)
+    status_member = _STATUSES.get(status)
     return ItemState(
         tenant_id=tenant_id,
         id=memory_id,
         agent_id=agent_id,
         subject_id=subject_id,
         purpose=purpose,
-        kind=Kind(kind),
+        kind=Kind(kind) if kind_member is None else kind_member,
         content=None if content is None else bytes(content),
         content_version=content_version,
         content_hash=content_hash,
         provenance=Provenance(**json.loads(provenance)),
-        trust=Trust(trust),
+        trust=Trust(trust) if trust_member is None else trust_member,
         confidence=confidence,
         created_at=from_micros(created_at),
         updated_at=from_micros(updated_at),
         expires_at=from_micros(expires_at),
         version=version,
-        status=Status(status),
+        status=Status(status) if status_member is None else status_member,
         supersedes_id=supersedes_id,
         superseded_by=superseded_by,
         written_by=written_by,
