@@ -4,8 +4,9 @@ searches, verification, later changes and rebuilds give what they gave before.
 
 The old store is made with today's code, then its two index tables are taken back to the
 shape of migration 0001 (postings carrying tf, length, confidence, last change, expiry and
-kind; documents carrying term ids only) and the two migrations are forgotten, so opening
-it again runs them on exactly the rows the old code wrote.
+kind; documents carrying term ids only) and the migrations of the index since are
+forgotten (SQLite: 0009, 0010 and 0013, the documents' index by scope), so opening it
+again runs them on exactly the rows the old code wrote.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ DROP TABLE postings;
 ALTER TABLE postings_old RENAME TO postings;
 DROP TABLE search_docs;
 ALTER TABLE search_docs_old RENAME TO search_docs;
-DELETE FROM schema_migrations WHERE version IN (9, 10);
+DELETE FROM schema_migrations WHERE version IN (9, 10, 13);
 """
 POSTGRES_BEFORE_0009 = """
 CREATE TABLE postings_old (

@@ -198,6 +198,56 @@ def test_a_scoped_search_uses_indexes_and_never_scans_a_table(
     store.close()
 
 
+def test_a_small_scopes_documents_are_read_through_the_scopes_own_index(
+    tmp_path: Path,
+) -> None:
+    """The postings of a small scope are read with their documents' confidence, last
+    change, expiry and kind from ``search_docs_by_scope`` (a scope's entries together,
+    covering the read), not from the table by each item's rowid (a page per posting)."""
+    service = open_service(data_dir=tmp_path, synchronous="OFF")
+    _fill(service, tenants=3, per_tenant=40)
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+
+    traced: list[str] = []
+    store.database.reader().set_trace_callback(traced.append)
+    service.search(principal("tenant-1"), query("email note tenant"))
+    store.database.reader().set_trace_callback(None)
+    (few,) = [sql for sql in traced if "FROM postings" in sql]
+
+    plan = store.explain(few, [])
+    documents = [step for step in plan if step.startswith("SEARCH d ")]
+    assert documents == ["SEARCH d USING COVERING INDEX search_docs_by_scope (scope=? AND item=?)"]
+    store.close()
+
+
+def test_a_store_made_before_the_scope_index_gets_it_when_opened(tmp_path: Path) -> None:
+    """Migration 13 adds the index to a store that had none, and its searches return what
+    they returned before."""
+    clock = FakeClock()
+    service = open_service(data_dir=tmp_path, synchronous="OFF", clock=clock)
+    _fill(service, tenants=2, per_tenant=30)
+    before = service.search(principal("tenant-1"), query("email note tenant")).items
+    service.close()
+    with sqlite3.connect(tmp_path / "gmem.sqlite3") as conn:
+        conn.execute("DROP INDEX search_docs_by_scope")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 13")
+    conn.close()
+
+    service = open_service(data_dir=tmp_path, synchronous="OFF", clock=clock)
+    after = service.search(principal("tenant-1"), query("email note tenant")).items
+
+    assert [(h.item.id, h.score) for h in after] == [(h.item.id, h.score) for h in before]
+    assert len(before) == 10
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    indexes = store.database.query(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'search_docs'"
+    )
+    assert ("search_docs_by_scope",) in [tuple(row) for row in indexes]
+    service.close()
+
+
 @pytest.mark.parametrize(
     ("search", "with_matches"),
     [({}, True), ({"subject_id": "customer-1"}, True), ({"limit": 1}, False)],

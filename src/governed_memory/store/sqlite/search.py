@@ -127,7 +127,7 @@ class SQLiteSearch:
         their items are the candidates.
         """
         rows = self._db.query(
-            sql.few_postings(len(terms)), (scope, *terms, SMALL_SCOPE_POSTINGS + 1)
+            sql.few_postings(len(terms)), (scope, *terms, SMALL_SCOPE_POSTINGS + 1, scope)
         )
         return None if len(rows) > SMALL_SCOPE_POSTINGS else [tuple(row) for row in rows]
 

@@ -259,12 +259,16 @@ DOCUMENT_FACTS = "length, confidence, updated_at, expires_at, kind, terms, tfs"
 
 def few_postings(terms: int) -> str:
     """Every posting of ``terms`` query terms in a scope, up to a limit, each with its
-    item's confidence, last change, expiry and kind."""
+    item's confidence, last change, expiry and kind; parameters: the scope, the terms,
+    the limit, the scope again. The documents are read through the scope's entries of
+    ``search_docs_by_scope`` (together in a few pages), not by each item's rowid (a random
+    page of the table for each posting)."""
     return (
         "WITH p AS (SELECT term, item, impact FROM postings "
         f"WHERE scope = ? AND term IN ({marks(terms)}) LIMIT ?) "
         "SELECT p.term, p.item, p.impact, d.confidence, d.updated_at, d.expires_at, d.kind "
-        "FROM p JOIN search_docs AS d ON d.item = p.item"
+        "FROM p JOIN search_docs AS d INDEXED BY search_docs_by_scope "
+        "ON d.scope = ? AND d.item = p.item"
     )
 
 
