@@ -281,8 +281,41 @@ def test_a_search_reads_its_candidates_rows_and_keys_in_one_statement(
         or "FROM item_keys WHERE" in sql
     ]
     assert (len(found), len(after)) == ((1, 0) if with_matches else (0, 3))
+    # the statement that checks the candidates' filters, by rowid; none by id afterwards
+    assert all("WHERE m.rowid IN" in sql for sql in found)
+    assert not [sql for sql in reads if "m.id IN (" in sql]
     assert [sql for sql in traced if sql.strip().upper() == "BEGIN"] == ["BEGIN"]
     assert hits and all(hit.item.content.endswith("of tenant 1") for hit in hits)
+    store.close()
+
+
+def test_candidates_left_out_of_the_filters_read_have_their_rows_read_with_the_matches(
+    tmp_path: Path,
+) -> None:
+    """A subject's search of a small scope checks every match (45, more than four times
+    the 10 it wants, so their rows are not read then); the five of the subject that pass
+    are few enough for their rows and keys to be read with the matches, by id, in the
+    search's snapshot, and nothing is read after ranking."""
+    service = open_service(data_dir=tmp_path, synchronous="OFF")
+    _fill(service, tenants=2, per_tenant=40)
+    writer = principal("tenant-1")
+    for n in range(5):
+        service.write(writer, body(id=f"x{n}", subject_id="customer-9", content=f"email note {n}"))
+    store = service.store
+    assert isinstance(store, SQLiteStore)
+    traced: list[str] = []
+    store.database.reader().set_trace_callback(traced.append)
+
+    hits = service.search(writer, query("email note", subject_id="customer-9")).items
+
+    store.database.reader().set_trace_callback(None)
+    reads = [sql for sql in traced if sql.lstrip().upper().startswith("SELECT")]
+    with_filters = [sql for sql in reads if "WHERE m.rowid IN" in sql]
+    by_id = [sql for sql in reads if "m.id IN (" in sql]
+    assert len(with_filters) == 1 and "LEFT JOIN subject_keys" not in with_filters[0]
+    assert len(by_id) == 1 and "LEFT JOIN subject_keys" in by_id[0]
+    assert not [sql for sql in reads if "FROM memories AS m WHERE tenant_id" in sql]
+    assert sorted(hit.item.id for hit in hits) == [f"x{n}" for n in range(5)]
     store.close()
 
 

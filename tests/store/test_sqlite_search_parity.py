@@ -320,6 +320,37 @@ def test_a_subject_s_many_matches_are_ranked_without_their_rows(
     assert set(answer.found.items) == (set() if many else {c.memory_id for c in answer.candidates})
 
 
+def test_a_subject_s_items_that_match_no_term_are_not_read_as_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large scope's subject search checks every item of the subject; the rows and keys
+    it returns with the matches are those of its candidates, not of the subject's items
+    that hold no query term."""
+    monkeypatch.setattr(sqlite_search, "SMALL_SCOPE_POSTINGS", 2)  # the scope is large
+    store = SQLiteStore(tmp_path / "gmem.sqlite3", synchronous="OFF")
+    service = MemoryService(store, Keyring(secrets.token_bytes(32)), clock=FakeClock())
+    for n in range(4):
+        service.write(WRITER, {**_BODY, "id": f"other-{n}", "content": "shared word"})
+    service.write(WRITER, {**_BODY, "id": "match", "subject_id": "s0"})
+    for n in range(2):
+        service.write(
+            WRITER, {**_BODY, "id": f"no-match-{n}", "subject_id": "s0", "content": "else"}
+        )
+    answers: list[SearchMatches] = []
+    real = store.search
+    monkeypatch.setattr(store, "search", lambda asked: answers.append(real(asked)) or answers[-1])
+
+    hits = service.search(WRITER, query("shared", subject_id="s0")).items
+
+    assert [hit.item.id for hit in hits] == ["match"]
+    (answer,) = answers
+    assert [c.memory_id for c in answer.candidates] == ["match"]
+    assert answer.found is not None
+    assert set(answer.found.items) == {"match"}
+    assert set(answer.found.item_keys) == {"match"}
+    store.close()
+
+
 def test_a_search_inside_a_snapshot_reads_its_rows_in_that_snapshot(tmp_path: Path) -> None:
     """A store search asked for rows inside a snapshot already open shares it: the rows
     come from the state the snapshot began with, and the snapshot ends as it would."""

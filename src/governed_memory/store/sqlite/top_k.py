@@ -204,7 +204,7 @@ class ScopedSearch:
         if found is not None and len(self.known) + len(new) > self.rows_limit:
             found = None  # too many to read whole: the chosen rows are read after ranking
         for chunk in _chunks(new):
-            eligible = self._eligible(chunk, found)
+            eligible = self._eligible(chunk, with_rows=found is not None)
             if known is not None:
                 frequencies, lengths = known
             else:
@@ -215,6 +215,8 @@ class ScopedSearch:
                     self.known[item] = None  # filtered out, or matches no query term
                     continue
                 _, memory_id, confidence, updated_at, tokens = row[: sql.ELIGIBLE_COLUMNS]
+                if found is not None:  # a candidate's row and keys, read with its filters
+                    found.add(row[sql.ELIGIBLE_COLUMNS :])
                 self.known[item] = Candidate(
                     memory_id,
                     frequencies[item],
@@ -224,11 +226,11 @@ class ScopedSearch:
                     tokens,
                 )
 
-    def _eligible(self, items: Sequence[int], found: Found | None) -> dict[int, tuple[Any, ...]]:
+    def _eligible(self, items: Sequence[int], *, with_rows: bool) -> dict[int, tuple[Any, ...]]:
         """What ranking needs of those ``items`` that pass every hard filter, by rowid;
-        with ``found``, their rows and keys are added to it, read by the same statement."""
+        ``with_rows``, each followed by its row and keys, read by the same statement."""
         request = self.request
-        statement = sql.eligible_items(len(items), found is not None)
+        statement = sql.eligible_items(len(items), with_rows)
         params: list[Any] = [
             *items,
             request.tenant_id,
@@ -243,11 +245,7 @@ class ScopedSearch:
             kinds = sorted(kind.value for kind in request.kinds)
             statement += f" AND +m.kind IN ({sql.marks(len(kinds))})"
             params += kinds
-        rows = self.db.query(statement, params)
-        if found is not None:
-            for row in rows:
-                found.add(row[sql.ELIGIBLE_COLUMNS :])
-        return {row[0]: row for row in rows}
+        return {row[0]: row for row in self.db.query(statement, params)}
 
     def _frequencies(
         self, items: Sequence[int]
