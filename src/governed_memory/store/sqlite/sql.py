@@ -343,16 +343,16 @@ def found_rows(items: int) -> str:
     return f"SELECT {ITEM_READ}, {_FOUND_KEYS}WHERE m.tenant_id = ? AND m.id IN ({marks(items)})"
 
 
-#: What :func:`eligible_items` reads of an item, before its row and keys (``found``).
+#: What :func:`eligible_items` reads of an item, before its row and keys (``with_rows``).
 ELIGIBLE_COLUMNS = 5
 
 
-def eligible_items(items: int, found: bool = False) -> str:
+def eligible_items(items: int, with_rows: bool = False) -> str:
     """Which of ``items`` rowids pass the hard filters (more ``AND m.…`` may be appended);
-    with ``found``, each followed by its row and keys as :func:`found_rows` reads them."""
-    what = f"{ITEM_READ}, {_FOUND_KEYS}" if found else "FROM memories AS m "
+    ``with_rows``, each followed by its row and keys as :func:`found_rows` reads them."""
+    what = f"{ITEM_READ}, {_FOUND_KEYS}" if with_rows else "FROM memories AS m "
     return (
-        f"SELECT m.rowid, m.id, m.confidence, m.updated_at, m.tokens{', ' if found else ' '}"
+        f"SELECT m.rowid, m.id, m.confidence, m.updated_at, m.tokens{', ' if with_rows else ' '}"
         f"{what}"
         # The unary + keeps the planner on rowid lookups: the scope's items are
         # known, and a tenant-wide index would read every item of the tenant.

@@ -202,7 +202,7 @@ class ScopedSearch:
         new = sorted({item for item in items if item not in self.known})
         found = self.found
         if found is not None and len(self.known) + len(new) > self.rows_limit:
-            found = None  # too many to read whole: the chosen rows are read after ranking
+            found = None  # too many: the candidates' rows are read by id after (search.py)
         for chunk in _chunks(new):
             eligible = self._eligible(chunk, with_rows=found is not None)
             if known is not None:
