@@ -84,18 +84,20 @@ def naive_writes(path: Path, items: Sequence[Item], *, durable: bool) -> float:
     return rate(len(items), time.perf_counter() - start)
 
 
-def page_in(*paths: Path) -> dict[str, float]:
-    """Read ``paths`` (those that exist) once, front to back, so the OS page cache holds
-    them: a store searched in a steady state, as the naive baseline holds its items in
-    memory. On a machine that reclaims idle page cache (this one runs DAMON's reclaim),
-    the searches timed right after loading would otherwise pay disk reads that depend on
-    how long the load left each page idle. The MiB read and the seconds it took."""
+def page_in(*databases: Path) -> dict[str, float]:
+    """Read each SQLite file of ``databases`` and its write-ahead log (those that exist)
+    once, front to back, so the OS page cache holds them: a store searched in a steady
+    state, as the naive baseline holds its items in memory. On a machine that reclaims
+    idle page cache (this one runs DAMON's reclaim), the searches timed right after
+    loading would otherwise pay disk reads that depend on how long the load left each
+    page idle. The MiB read and the seconds it took."""
     read, start = 0, time.perf_counter()
-    for path in paths:
-        if path.exists():
-            with path.open("rb", buffering=0) as file:
-                while chunk := file.read(1 << 20):
-                    read += len(chunk)
+    for database in databases:
+        for path in (database, database.with_name(database.name + "-wal")):
+            if path.exists():
+                with path.open("rb", buffering=0) as file:
+                    while chunk := file.read(1 << 20):
+                        read += len(chunk)
     return {"paged_in_mib": read / 2**20, "page_in_s": time.perf_counter() - start}
 
 

@@ -235,7 +235,7 @@ def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:
     with run.step(f"search_scoped_n{n}"):
         service = run.service(data_dir)
         try:
-            paged = inprocess.page_in(*_database_files(data_dir))
+            paged = inprocess.page_in(_database(data_dir))
             summary = inprocess.service_search(service, queries, warmup)
         finally:
             service.store.close()
@@ -252,11 +252,11 @@ def _search_at(run: Run, data_dir: Path, naive: NaiveMemory, n: int) -> None:
         run.set(f"naive_search_n{n}", summary["p95_ms"], stored=n, **summary)
 
 
-def _database_files(data_dir: Path) -> tuple[Path, Path]:
+def _database(data_dir: Path) -> Path:
+    """Our SQLite file in ``data_dir``."""
     from governed_memory.store.sqlite.store import DATABASE_FILE
 
-    path = data_dir / DATABASE_FILE
-    return path, path.with_name(path.name + "-wal")
+    return data_dir / DATABASE_FILE
 
 
 def _paged_note(paged: dict[str, float]) -> str:
@@ -301,18 +301,15 @@ def _peer_search_at(run: Run, n: int) -> None:
         loaded["seconds"] += peer.load(store, run.workload, loaded["items"], n)
         loaded |= {"items": n, "items_per_s": n / loaded["seconds"], "reused_from_cache": 0}
         queries, warmup = inprocess.search_queries(run.workload, n, run.preset.queries)
-        path = run.scratch / "peer-scoped.db"
-        paged = inprocess.page_in(path, path.with_name(path.name + "-wal"))
+        paged = inprocess.page_in(run.scratch / "peer-scoped.db")
         summary = peer.searches(store, queries, warmup)
         run.set(key, summary["p95_ms"], _paged_note(paged), stored=n, **summary, **paged)
 
 
 def _files(run: Run, data_dir: Path) -> None:
     """The size of our SQLite file (per table and index) and of LangGraph's, same items."""
-    from governed_memory.store.sqlite.store import DATABASE_FILE
-
     with run.step("file_sqlite"):
-        path = data_dir / DATABASE_FILE
+        path = _database(data_dir)
         tables = peer.space(path)
         shares = ", ".join(f"{name} {mib:,.1f}" for name, mib in list(tables.items())[:12])
         note = f"MiB by table and index (dbstat): {shares}" if tables else ""
@@ -378,7 +375,7 @@ def _single_scope(run: Run) -> None:
         queries, warmup = inprocess.search_queries(workload, n, run.preset.queries)
         service = run.service(data_dir)
         try:
-            paged = inprocess.page_in(*_database_files(data_dir))
+            paged = inprocess.page_in(_database(data_dir))
             summary = inprocess.service_search(service, queries, warmup[:20])
         finally:
             service.store.close()

@@ -30,6 +30,7 @@ from governed_memory.records import (
     Batch,
     ItemChange,
 )
+from governed_memory.results import SearchHit
 from governed_memory.service import MemoryService
 from governed_memory.service.chain_audit import EDITED, verify_chain
 from governed_memory.store.group_commit import Pending
@@ -159,17 +160,26 @@ def _fill(service: MemoryService, tenants: int, per_tenant: int) -> None:
             service.write(writer, body(id=f"m{n}", content=f"email note {n} of tenant {t}"))
 
 
-def _traced_search(service: MemoryService, tenant: str, **search: object) -> list[str]:
-    """The SQL statements one service search runs on this thread's connection."""
+def _traced(
+    service: MemoryService, tenant: str, text: str = "email note tenant", **search: object
+) -> tuple[list[SearchHit], list[str]]:
+    """One service search's hits, and every SQL statement it ran on this thread's
+    connection."""
     store = service.store
     assert isinstance(store, SQLiteStore)
     statements: list[str] = []
     conn = store.database.reader()
     conn.set_trace_callback(statements.append)
     try:
-        service.search(principal(tenant), query("email note tenant", **search))
+        hits = service.search(principal(tenant), query(text, **search)).items
     finally:
         conn.set_trace_callback(None)
+    return hits, statements
+
+
+def _traced_search(service: MemoryService, tenant: str, **search: object) -> list[str]:
+    """The reads (``SELECT``) one service search runs on this thread's connection."""
+    _, statements = _traced(service, tenant, **search)
     return [sql for sql in statements if sql.lstrip().upper().startswith("SELECT")]
 
 
@@ -209,10 +219,7 @@ def test_a_small_scopes_documents_are_read_through_the_scopes_own_index(
     store = service.store
     assert isinstance(store, SQLiteStore)
 
-    traced: list[str] = []
-    store.database.reader().set_trace_callback(traced.append)
-    service.search(principal("tenant-1"), query("email note tenant"))
-    store.database.reader().set_trace_callback(None)
+    _, traced = _traced(service, "tenant-1")
     (few,) = [sql for sql in traced if "FROM postings" in sql]
 
     plan = store.explain(few, [])
@@ -265,12 +272,8 @@ def test_a_search_reads_its_candidates_rows_and_keys_in_one_statement(
     _fill(service, tenants=3, per_tenant=40)
     store = service.store
     assert isinstance(store, SQLiteStore)
-    traced: list[str] = []
-    store.database.reader().set_trace_callback(traced.append)
+    hits, traced = _traced(service, "tenant-1", **search)
 
-    hits = service.search(principal("tenant-1"), query("email note tenant", **search)).items
-
-    store.database.reader().set_trace_callback(None)
     reads = [sql for sql in traced if sql.lstrip().upper().startswith("SELECT")]
     found = [sql for sql in reads if "LEFT JOIN subject_keys" in sql]
     after = [
@@ -303,12 +306,8 @@ def test_candidates_left_out_of_the_filters_read_have_their_rows_read_with_the_m
         service.write(writer, body(id=f"x{n}", subject_id="customer-9", content=f"email note {n}"))
     store = service.store
     assert isinstance(store, SQLiteStore)
-    traced: list[str] = []
-    store.database.reader().set_trace_callback(traced.append)
+    hits, traced = _traced(service, "tenant-1", "email note", subject_id="customer-9")
 
-    hits = service.search(writer, query("email note", subject_id="customer-9")).items
-
-    store.database.reader().set_trace_callback(None)
     reads = [sql for sql in traced if sql.lstrip().upper().startswith("SELECT")]
     with_filters = [sql for sql in reads if "WHERE m.rowid IN" in sql]
     by_id = [sql for sql in reads if "m.id IN (" in sql]

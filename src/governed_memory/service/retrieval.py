@@ -5,11 +5,11 @@ core ranks them and fits them to the budget. A store may prune candidates that c
 in the first ``want`` places; when the budget skips so many that fewer than ``limit`` fit,
 the search asks again, further down the ranking. The chosen items are then read, checked
 against the filters once more, and decrypted. A store that reads the candidates' rows and
-keys with the matches (PostgreSQL: in the search's one statement; SQLite: one statement
-a chunk of 500 candidates, in the snapshot of its matches) is asked for them, and each
-round of a lexical search is then one call of the store; a store whose rows may leave
-candidates out (SQLite, with many of them) is searched in a snapshot and the hits left
-out are read in it; otherwise every read of the search shares one snapshot.
+keys with the matches (PostgreSQL: in the search's one statement; SQLite: with the
+statement that checks the candidates' filters, in the snapshot of its matches) is asked
+for them, and each round of a lexical search is then one call of the store; a store whose
+rows may leave candidates out (SQLite, with many of them) is searched in a snapshot and
+the hits left out are read in it; otherwise every read of the search shares one snapshot.
 
 With semantic recall on, the store also returns the sealed vectors of the scope's items
 that pass the same hard filters; they are opened, and each item's cosine to the query's

@@ -350,10 +350,13 @@ ELIGIBLE_COLUMNS = 5
 def eligible_items(items: int, with_rows: bool = False) -> str:
     """Which of ``items`` rowids pass the hard filters (more ``AND m.…`` may be appended);
     ``with_rows``, each followed by its row and keys as :func:`found_rows` reads them."""
-    what = f"{ITEM_READ}, {_FOUND_KEYS}" if with_rows else "FROM memories AS m "
+    columns = "m.rowid, m.id, m.confidence, m.updated_at, m.tokens"
+    if with_rows:
+        columns = f"{columns}, {ITEM_READ}, {_FOUND_KEYS}"
+    else:
+        columns = f"{columns} FROM memories AS m "
     return (
-        f"SELECT m.rowid, m.id, m.confidence, m.updated_at, m.tokens{', ' if with_rows else ' '}"
-        f"{what}"
+        f"SELECT {columns}"
         # The unary + keeps the planner on rowid lookups: the scope's items are
         # known, and a tenant-wide index would read every item of the tenant.
         f"WHERE m.rowid IN ({marks(items)}) AND +m.tenant_id = ? AND +m.agent_id = ? "
