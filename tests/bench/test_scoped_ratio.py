@@ -57,6 +57,18 @@ def test_more_items_than_were_loaded_or_none_are_refused_in_one_line(
     assert "--items must be between 1 and the 400 items loaded" in message
 
 
+@pytest.mark.parametrize("option", ["--queries", "--naive-queries", "--rounds"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_counts_that_are_not_at_least_one_are_refused_in_one_line(
+    store: Path, option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        scoped_ratio.main([str(store), option, value])
+    assert refused.value.code == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {option}:" in message
+
+
 def test_a_folder_without_a_loaded_store_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
