@@ -25,6 +25,7 @@ from bench.naive import NaiveMemory
 from bench.presets import PRESETS
 from bench.workload import Workload
 from governed_memory.bootstrap import open_service
+from governed_memory.cli.options import positive_count
 from governed_memory.store.sqlite.store import DATABASE_FILE
 
 
@@ -33,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scoped_ratio", description=__doc__)
     parser.add_argument("data_dir", type=Path, help="a loaded store of the scoped workload")
     parser.add_argument("--items", type=int, default=None, help="default: every item loaded")
-    parser.add_argument("--queries", type=_positive, default=full.queries)
-    parser.add_argument("--naive-queries", type=_positive, default=full.naive_queries)
-    parser.add_argument("--rounds", type=_positive, default=1)
+    parser.add_argument("--queries", type=positive_count, default=full.queries)
+    parser.add_argument("--naive-queries", type=positive_count, default=full.naive_queries)
+    parser.add_argument("--rounds", type=positive_count, default=1)
     args = parser.parse_args(argv)
     stored = loaded(args.data_dir)
     if stored == 0:
@@ -67,17 +68,6 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(json.dumps(line), flush=True)
     return 0
-
-
-def _positive(text: str) -> int:
-    """A count of at least 1 (argparse names the option when this refuses it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
 
 
 def _rounded(summary: dict[str, float]) -> dict[str, float]:

@@ -125,6 +125,14 @@ def opened_service(
     )
 
 
+def positive_count(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse names the flag when this
+    refuses it)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return int(text)
+
+
 __all__ = [
     "INDEX_FIELDS",
     "RETENTION_FIELDS",
@@ -135,5 +143,6 @@ __all__ = [
     "add_settings",
     "opened_service",
     "opened_store",
+    "positive_count",
     "settings",
 ]

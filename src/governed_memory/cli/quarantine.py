@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from governed_memory.cli.commands import CommandError
+from governed_memory.cli.options import positive_count
 from governed_memory.client import API_KEY_VARIABLE, DEFAULT_URL, URL_VARIABLE, Client
 from governed_memory.core.model import MemoryItem
 from governed_memory.errors import PermissionDenied
@@ -217,7 +218,9 @@ def _connection(parser: argparse.ArgumentParser) -> None:
 def _list_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", help="only items of this agent")
     parser.add_argument("--purpose", help="only items of this purpose")
-    parser.add_argument("--limit", type=_positive, help=f"items per page (1..{PAGE}, default 50)")
+    parser.add_argument(
+        "--limit", type=positive_count, help=f"items per page (1..{PAGE}, default 50)"
+    )
     parser.add_argument("--cursor", help="the page after this cursor (printed after a page)")
     parser.add_argument("--json", action="store_true", help="print the page as JSON")
 
@@ -231,7 +234,7 @@ def _review_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("memory_id", metavar="ID", help="the memory's id")
     parser.add_argument(
         "--expected-version",
-        type=_positive,
+        type=positive_count,
         metavar="N",
         required=True,
         help="the version you reviewed (from list or show): refused if the item changed "
@@ -242,12 +245,6 @@ def _review_options(parser: argparse.ArgumentParser) -> None:
 def _reject_options(parser: argparse.ArgumentParser) -> None:
     _review_options(parser)
     parser.add_argument("--reason", help="why (stored sealed; shown in the item's history)")
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
-    return int(text)
 
 
 OPTIONS = {
