@@ -13,6 +13,7 @@ returned a few at a time, the lists' heads read from memory, extended or evicted
 
 from __future__ import annotations
 
+import math
 import random
 import secrets
 import sqlite3
@@ -24,9 +25,11 @@ from typing import Any
 
 import pytest
 
+from governed_memory.core.retrieval import K1, STATIC_MAX
 from governed_memory.core.values import Trust
 from governed_memory.crypto import Keyring
 from governed_memory.service import MemoryService
+from governed_memory.store.impact import impact, saturation
 from governed_memory.store.memory import MemoryStore
 from governed_memory.store.sqlite import SQLiteStore, heads, threshold
 from tests.support.fakes import FakeClock, principal, query
@@ -135,6 +138,7 @@ def small_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     monkeypatch.setattr(threshold, "HOPE_READ", 12)
     monkeypatch.setattr(threshold, "_MET_PAGE", 6)
     monkeypatch.setattr(threshold, "CHUNK", 4)
+    monkeypatch.setattr(threshold, "STEP", 2)
     seen: Counter[str] = Counter()
     plan, hope, met = (
         threshold.ThresholdSearch._plan,
@@ -270,3 +274,77 @@ def test_every_change_of_a_scopes_postings_moves_its_generation(tmp_path: Path) 
         change()
         assert generation() > before, name
     store.close()
+
+
+class _Heads:
+    """Lists' heads held as given: (impacts, items) of every posting, best first."""
+
+    def __init__(self, lists: dict[int, list[tuple[int, int]]]) -> None:
+        self.lists = lists
+
+    def read(self, term: int, at: int) -> tuple[list[int], list[int]]:
+        postings = [(value, item) for value, item in self.lists[term] if value >= at]
+        return [value for value, _ in postings], [item for _, item in postings]
+
+
+def test_an_item_is_bounded_by_what_each_list_leaves_unread_at_its_length() -> None:
+    """An item met in one list can gain, from each list it was not met in, at most that
+    list's largest unread tf at the item's own length (never more than the list's bound):
+    summed list by list, not the lists' bounds scaled by the largest of their shares. So a
+    long item met only in a rare term's list is bounded under the cut and never scored."""
+    average = 20.0
+    rare, b_term, c_term = 1, 2, 3
+    weights = {rare: 3.0, b_term: 1.0, c_term: 0.5}
+    cap = {term: weight * (K1 + 1.0) for term, weight in weights.items()}
+    short, long_ = 2, 60  # item 10 is short, item 11 long; both hold the rare term once
+    heads_ = _Heads(
+        {
+            rare: [(impact(1, short), 10), (impact(1, long_), 11)],
+            b_term: [(impact(3, 5), 20), (impact(2, 5), 21)],  # cut above tf 1
+            c_term: [(impact(4, 5), 30), (impact(3, 5), 31)],  # cut above tf 2
+        }
+    )
+    tiers = {
+        rare: [(1, 0, impact(1, short))],
+        b_term: [(3, 1, impact(3, 5)), (2, 1, impact(2, 5)), (1, 0, impact(1, short))],
+        c_term: [(4, 1, impact(4, 5)), (3, 1, impact(3, 5)), (2, 5, impact(2, short))],
+    }
+    # What each cut leaves unread is bounded by its best posting: tf 1 and tf 2, short.
+    bound_b = cap[b_term] * saturation(1, short, average)
+    bound_c = cap[c_term] * saturation(2, short, average)
+    lists = [
+        (rare, weights[rare], 0, 0.0),  # read whole
+        (b_term, weights[b_term], impact(2, 65535), bound_b),
+        (c_term, weights[c_term], impact(3, 65535), bound_c),
+    ]
+    search = threshold.ThresholdSearch(
+        None,  # type: ignore[arg-type]  # nothing is read from a database here
+        1,
+        weights,
+        average,
+        0,
+        None,
+        tiers.__getitem__,
+        heads_,  # type: ignore[arg-type]
+    )
+    met = dict(search._met(lists, -math.inf, 100))
+
+    def expected(length: int) -> float:
+        return (
+            STATIC_MAX
+            + cap[rare] * saturation(1, length, average)
+            + min(bound_b, cap[b_term] * saturation(1, length, average))
+            + min(bound_c, cap[c_term] * saturation(2, length, average))
+        )
+
+    assert met[10] == pytest.approx(expected(short), abs=1e-12)
+    assert met[11] == pytest.approx(expected(long_), abs=1e-12)
+    # The lists' bounds scaled by the largest share would let the long item compete.
+    shares = max(
+        cap[b_term] * saturation(1, long_, average) / bound_b,
+        cap[c_term] * saturation(2, long_, average) / bound_c,
+    )
+    scaled = STATIC_MAX + cap[rare] * saturation(1, long_, average) + (bound_b + bound_c) * shares
+    assert met[11] < scaled - 1e-3
+    cut = (met[11] + scaled) / 2
+    assert 11 not in dict(search._met(lists, cut, 100))

@@ -17,12 +17,12 @@ scoring or sorting the rest. Three steps:
    read down to its cutoff, from the heads kept in memory between searches
    (:mod:`.heads`; only what they lack comes from the database), and the items met
    there whose upper bound reaches ``θ`` are returned best bound first. The bound is
-   their exact parts in the lists they were met in, the static maximum, and a share of
-   the bounds of the other lists, given by their length: a list an item was not met
-   in can add at most its largest unread tf's part at the item's length. Most items
-   are met in one list only; their bound depends on the impact of that one posting,
-   so they are bounded a run of equal impacts at a time, not one by one.
-3. Those are scored exactly in that order, a chunk at a time, until the next bound falls
+   their exact parts in the lists they were met in, the static maximum, and for each
+   other list the most it can add at the item's length: a list an item was not met in
+   can add at most its largest unread tf's part at that length, and at most its bound.
+   Most items are met in one list only; their bound depends on the impact of that one
+   posting, so they are bounded a run of equal impacts at a time, not one by one.
+3. Those are scored exactly in that order, ``STEP`` at a time, until the next bound falls
    under the ``want``-th best score found: nothing after it can rank in the first ``want``.
 
 The first cut is often well under the final one. When its cheapest combination of tiers
@@ -82,6 +82,10 @@ _UNREAD = 1 << 62
 _PLANS_TRIED = 20_000
 #: Documents read in one statement.
 CHUNK = 500
+#: Met items scored at a time, best bound first, before the cut is checked again: the
+#: bounds fall slowly and the ``want``-th best score rises fast, so a small step stops
+#: soon after the last item that can compete (each step is one statement).
+STEP = 128
 
 #: A tier of a term's list, its postings of one tf: (tf, how many, the best impact).
 Tier = tuple[int, int, int]
@@ -163,9 +167,9 @@ class ThresholdSearch:
                 lists, cut = self._hope(frequencies)
             hoping = False
             met = self._met(lists, cut, limit)
-            for start in range(0, len(met), CHUNK):
+            for start in range(0, len(met), STEP):
                 kth = scored.kth - MARGIN
-                rows = met[start : start + CHUNK]
+                rows = met[start : start + STEP]
                 if rows[0][1] < kth:
                     break  # best bound first: nothing further can compete
                 fresh = [item for item, upper in rows if upper >= kth and item not in scored.scores]
@@ -182,79 +186,82 @@ class ThresholdSearch:
         ``cut``, best bound first, at most ``limit``: (item, bound).
 
         An item's bound is the static maximum, its exact parts in the lists it was met
-        in, and a share of the bounds of the others: every posting of an item has the
-        item's length, so a list it was not met in can add at most the part of the
-        largest tf the list left unread at that length, a share of the list's bound; the
-        largest of those shares over the lists bounds the share of their sum. An item
-        met in one list only has a bound that depends on its posting's impact alone, so
-        those are bounded a run of equal impacts at a time; the items met in several
-        lists (few) one by one.
+        in, and for each list it was not met in, the most that list's unread postings
+        can add at the item's length (:meth:`_unread_at`): every posting of an item has
+        the item's length, so such a list adds at most the part of the largest tf it
+        left unread at that length, and never more than its bound. An item met in one
+        list only has a bound that depends on its posting's impact alone, so those are
+        bounded a run of equal impacts at a time; the items met in several lists (few)
+        one by one.
         """
         floor = cut - MARGIN if cut > -math.inf else -math.inf
-        unseen = sum(bound for *_, bound in lists)
-        share = self._shares(lists)
-        read = []  # each list read: its bound, the most it adds, its impacts and items
-        for term, _, at, bound in lists:
+        unread_at = self._unread_at(lists)
+        read = []  # each list read: its place, the most it adds, its impacts and items
+        for place, (term, _, at, _) in enumerate(lists):
             if at < _UNREAD:
                 impacts, items = self._heads.read(term, at)
-                read.append((bound, self._cap(term), impacts, items))
+                read.append((place, self._cap(term), impacts, items))
         read.sort(key=lambda entry: len(entry[3]))  # the smaller lists as sets
         several: set[int] = set()  # the items met in more than one list
         for i, (*_, items) in enumerate(read[:-1]):
             smaller = set(items)
             for *_, others in read[i + 1 :]:
                 several |= smaller.intersection(others)
-        # Those items' parts, the bounds of their lists and their length, summed below.
-        facts: dict[int, list[float]] = {item: [0.0, 0.0, 0.0] for item in several}
+        # Those items' parts, less what the lists they were met in could add unread, and
+        # their length, summed below.
+        facts: dict[int, list[float]] = {item: [0.0, 0.0] for item in several}
         runs = []  # (bound, list, start, end): a run of equal impacts, for its single items
-        for index, (bound, cap, impacts, items) in enumerate(read):
+        for index, (place, cap, impacts, items) in enumerate(read):
             start = 0
             while start < len(impacts):
                 value = impacts[start]
                 end = end_of(impacts, value)
                 length = length_of(value)
+                unread, each = unread_at(length)
                 part = cap * saturation(tf_of(value), length, self._average)
+                gain = part - each[place]
                 for item in several.intersection(items[start:end]) if several else ():
                     fact = facts[item]
-                    fact[0] += part
-                    fact[1] += bound
-                    fact[2] = length
-                upper = STATIC_MAX + part + (unseen - bound) * share(length)
+                    fact[0] += gain
+                    fact[1] = length
+                upper = STATIC_MAX + unread + gain
                 if upper >= floor:
                     runs.append((upper, index, start, end))
                 start = end
         known = []
-        for item, (parts, bounds, size) in facts.items():
-            upper = STATIC_MAX + parts + (unseen - bounds) * share(int(size))
+        for item, (gains, size) in facts.items():
+            upper = STATIC_MAX + unread_at(int(size))[0] + gains
             if upper >= floor:
                 known.append((upper, item))
         known.sort(reverse=True)
         runs.sort(reverse=True)
         return _merged(known, runs, [items for *_, items in read], several, limit)
 
-    def _shares(self, lists: list[tuple[int, float, int, float]]) -> Callable[[int], float]:
-        """The share of the unread bounds an item of a given length can reach at most
-        (see :meth:`_met`), memoized per length."""
-        unread = [
-            (bound, self._cap(term), self._unread_tf(term, at))
+    def _unread_at(
+        self, lists: list[tuple[int, float, int, float]]
+    ) -> Callable[[int], tuple[float, list[float]]]:
+        """At a given length, the most each list's unread postings can add to an item of
+        that length (the part of the largest tf it leaves unread at that length, at most
+        its bound; 0 for a list read whole), and their sum; memoized per length."""
+        limits = [
+            (bound, self._cap(term), self._unread_tf(term, at)) if at > 0 and bound > 0.0 else None
             for term, _, at, bound in lists
-            if at > 0 and bound > 0.0
         ]
-        shares: dict[int, float] = {}
+        memo: dict[int, tuple[float, list[float]]] = {}
 
-        def share(length: int) -> float:
-            found = shares.get(length)
+        def unread_at(length: int) -> tuple[float, list[float]]:
+            found = memo.get(length)
             if found is None:
-                found = shares[length] = max(
-                    (
-                        min(1.0, cap * saturation(tf, length, self._average) / bound)
-                        for bound, cap, tf in unread
-                    ),
-                    default=1.0,
-                )
+                each = [
+                    0.0
+                    if limit is None
+                    else min(limit[0], limit[1] * saturation(limit[2], length, self._average))
+                    for limit in limits
+                ]
+                found = memo[length] = (sum(each), each)
             return found
 
-        return share
+        return unread_at
 
     def _unread_tf(self, term: int, at: int) -> int:
         """The largest tf a long list leaves unread below impact ``at`` (its cutoff)."""
