@@ -41,8 +41,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from governed_memory.core.retrieval import (
@@ -207,11 +209,14 @@ class ThresholdSearch:
             smaller = set(items)
             for *_, others in read[i + 1 :]:
                 several |= smaller.intersection(others)
-        # Those items' parts, less what the lists they were met in could add unread, and
-        # their length, summed below.
-        facts: dict[int, list[float]] = {item: [0.0, 0.0] for item in several}
+        # Those items' gains in each list (their part, less what that list could add
+        # unread) and their length, kept by whole runs (dict.fromkeys) and summed
+        # element-wise below: these loops stay in C, the items are many on common terms.
+        gains: list[dict[int, float]] = []
+        lengths: dict[int, int] = {}
         runs = []  # (bound, list, start, end): a run of equal impacts, for its single items
         for index, (place, cap, impacts, items) in enumerate(read):
+            mine: dict[int, float] = {}
             start = 0
             while start < len(impacts):
                 value = impacts[start]
@@ -220,19 +225,27 @@ class ThresholdSearch:
                 unread, each = unread_at(length)
                 part = cap * saturation(tf_of(value), length, self._average)
                 gain = part - each[place]
-                for item in several.intersection(items[start:end]) if several else ():
-                    fact = facts[item]
-                    fact[0] += gain
-                    fact[1] = length
+                shared = several.intersection(items[start:end]) if several else None
+                if shared:
+                    mine.update(dict.fromkeys(shared, gain))
+                    lengths.update(dict.fromkeys(shared, length))
                 upper = STATIC_MAX + unread + gain
                 if upper >= floor:
                     runs.append((upper, index, start, end))
                 start = end
+            gains.append(mine)
         known = []
-        for item, (gains, size) in facts.items():
-            upper = STATIC_MAX + unread_at(int(size))[0] + gains
-            if upper >= floor:
-                known.append((upper, item))
+        if lengths:
+            members = list(lengths)
+            totals = {length: unread_at(length)[0] for length in set(lengths.values())}
+            sums = list(map(totals.__getitem__, lengths.values()))
+            for mine in gains:
+                sums = list(map(operator.add, sums, map(mine.get, members, repeat(0.0))))
+            known = [
+                (STATIC_MAX + total, item)
+                for total, item in zip(sums, members, strict=True)
+                if STATIC_MAX + total >= floor
+            ]
         known.sort(reverse=True)
         runs.sort(reverse=True)
         return _merged(known, runs, [items for *_, items in read], several, limit)
