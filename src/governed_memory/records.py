@@ -16,11 +16,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from governed_memory.core.events import Event
+from governed_memory.core.frozen import quick_init
 from governed_memory.core.model import ItemState, Principal
 from governed_memory.core.retrieval import Candidate, ScopeStatistics
 from governed_memory.core.values import Kind, Scope, Status, Trust
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SubjectKey:
     """A subject's data key as stored: wrapped under the master key."""
@@ -47,6 +49,7 @@ class ChainLink:
     hash: bytes | None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ItemKey:
     """One item's own data key as stored: wrapped under its subject's key.
@@ -148,6 +151,7 @@ def credential_of(key_id: str) -> str:
     return f"key:{key_id}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class IndexDoc:
     """The search postings of one searchable item: hashed term → frequency, and length;

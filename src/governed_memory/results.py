@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from governed_memory.core.events import MemoryRejected
+from governed_memory.core.frozen import quick_init
 from governed_memory.core.model import ItemState, MemoryItem
 from governed_memory.core.values import (
     from_micros,
@@ -87,6 +88,7 @@ class EraseResult:
         return cls(str(data["id"]), None if position is None else int(position))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """One search result: the item, its score and the parts of the score, its tokens."""

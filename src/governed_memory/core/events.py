@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, TypedDict
 
+from governed_memory.core.frozen import quick_init
 from governed_memory.core.values import Kind, Provenance, Status, Trust
 
 SCHEMA_VERSION = 1
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ItemEvent:
     """What every single-item event carries, in this order: its id, the tenant, the item it
@@ -43,6 +45,7 @@ class EventHeader(TypedDict):
     idempotency_key: str | None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryWritten(ItemEvent):
     """An item was created or rewritten (same id, expected version)."""
@@ -64,6 +67,7 @@ class MemoryWritten(ItemEvent):
     type: ClassVar[str] = "memory.written"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryPromoted(ItemEvent):
     """A reviewer promoted a quarantined item: it becomes active and verified."""
@@ -71,6 +75,7 @@ class MemoryPromoted(ItemEvent):
     type: ClassVar[str] = "memory.promoted"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryRejected(ItemEvent):
     """A reviewer rejected a quarantined item; the reason is sealed like content."""
@@ -80,6 +85,7 @@ class MemoryRejected(ItemEvent):
     type: ClassVar[str] = "memory.rejected"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemorySuperseded(ItemEvent):
     """A correction took effect: the old item is superseded by ``superseded_by``."""
@@ -89,6 +95,7 @@ class MemorySuperseded(ItemEvent):
     type: ClassVar[str] = "memory.superseded"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryExpired(ItemEvent):
     """The item's time-to-live ran out."""
@@ -96,6 +103,7 @@ class MemoryExpired(ItemEvent):
     type: ClassVar[str] = "memory.expired"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryErased(ItemEvent):
     """One item was erased on request: it is deleted, and the content of every version is
@@ -108,6 +116,7 @@ class MemoryErased(ItemEvent):
 RETENTION = "retention"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryContentDestroyed(ItemEvent):
     """A retention window ran out: the content of every version of an expired, rejected or
@@ -118,6 +127,7 @@ class MemoryContentDestroyed(ItemEvent):
     type: ClassVar[str] = "memory.content_destroyed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SubjectForgotten:
     """Every item of the subject is deleted and the subject's key destroyed."""
@@ -160,6 +170,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
     """An event as committed: its global position in the log and the event itself."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from governed_memory.core.frozen import quick_init
 from governed_memory.core.values import (
     TRUST_RANK,
     Kind,
@@ -67,6 +68,7 @@ class Principal:
         return TRUST_RANK[trust] <= TRUST_RANK[self.max_trust]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ItemState:
     """One memory as the projection stores it (content sealed, never plaintext)."""
@@ -107,6 +109,7 @@ def effective_status(item: ItemState, now: datetime) -> Status:
     return item.status
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
     """A memory as callers see it: plaintext content, ``None`` once deleted."""

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from governed_memory.core.frozen import quick_init
 from governed_memory.core.model import ItemState
 from governed_memory.core.values import Kind, Status
 
@@ -57,6 +58,7 @@ class SearchQuery:
     token_budget: int = 1000
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A survivor of the hard filters with what ranking needs to know about it."""
@@ -82,6 +84,7 @@ class ScopeStatistics:
         return self.total_length / self.documents if self.documents else 1.0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """A candidate with its score and the parts that make it up."""

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
+from governed_memory.core.frozen import quick_init
 from governed_memory.errors import ValidationError
 
 MAX_CONTENT_CHARS = 8_000
@@ -233,6 +234,7 @@ def from_rfc3339(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a memory came from: required on every write, never set by content."""
