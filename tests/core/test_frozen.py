@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
+import typing
 from dataclasses import InitVar, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +55,13 @@ def test_it_builds_what_the_generated_init_builds_positionally_and_by_keyword() 
         quick, plain = Quick(*args, **kwargs), Plain(*args, **kwargs)
         assert dataclasses.astuple(quick) == dataclasses.astuple(plain)
         assert repr(quick).removeprefix("Quick") == repr(plain).removeprefix("Plain")
+
+
+def test_its_signature_and_type_hints_are_the_generated_ones() -> None:
+    assert inspect.signature(Quick) == inspect.signature(Plain)
+    assert typing.get_type_hints(Quick.__init__) == typing.get_type_hints(Plain.__init__)
+    hints = typing.get_type_hints(ItemState.__init__)
+    assert hints["created_at"] is datetime and hints["provenance"] is Provenance
 
 
 def test_its_arguments_are_checked_as_the_generated_init_checks_them() -> None:
@@ -116,7 +125,7 @@ def test_the_core_classes_use_it() -> None:
     assert provenance.version is None
     for cls in (ItemState, MemoryWritten, MemoryPromoted, Provenance):
         assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
-        assert "_set0" in cls.__init__.__code__.co_names  # the quick one, not the generated
+        assert "__quick_set0" in cls.__init__.__code__.co_freevars  # the quick one
 
 
 def _refused(cls: type) -> str:
@@ -142,6 +151,17 @@ def test_it_refuses_a_class_whose_init_does_more_than_set_its_fields() -> None:
             pass
 
     @dataclass(frozen=True, slots=True)
+    class Own:
+        a: int
+
+        def __init__(self, a: int) -> None:
+            object.__setattr__(self, "a", abs(a))
+
+    @dataclass(frozen=True, slots=True, init=False)
+    class NoInit:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
     class Factory:
         a: list[int] = field(default_factory=list)
 
@@ -161,6 +181,8 @@ def test_it_refuses_a_class_whose_init_does_more_than_set_its_fields() -> None:
 
     assert "not a frozen dataclass with slots" in _refused(Mutable)
     assert "not a frozen dataclass with slots" in _refused(NoSlots)
+    assert "__init__ of its own" in _refused(Own)
+    assert "__init__ of its own" in _refused(NoInit)
     assert "__post_init__" in _refused(Checked)
     assert "default_factory" in _refused(Factory)
     assert "plain __init__ argument" in _refused(Derived)

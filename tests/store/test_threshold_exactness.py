@@ -287,6 +287,25 @@ class _Heads:
         return [value for value, _ in postings], [item for _, item in postings]
 
 
+def _search(
+    weights: dict[int, float],
+    average: float,
+    tiers: dict[int, list[tuple[int, int, int]]],
+    heads_: _Heads,
+) -> threshold.ThresholdSearch:
+    """A threshold search over lists held in memory (nothing read from a database)."""
+    return threshold.ThresholdSearch(
+        None,  # type: ignore[arg-type]
+        1,
+        weights,
+        average,
+        0,
+        None,
+        tiers.__getitem__,
+        heads_,  # type: ignore[arg-type]
+    )
+
+
 def test_an_item_is_bounded_by_what_each_list_leaves_unread_at_its_length() -> None:
     """An item met in one list can gain, from each list it was not met in, at most that
     list's largest unread tf at the item's own length (never more than the list's bound):
@@ -317,16 +336,7 @@ def test_an_item_is_bounded_by_what_each_list_leaves_unread_at_its_length() -> N
         (b_term, weights[b_term], impact(2, 65535), bound_b),
         (c_term, weights[c_term], impact(3, 65535), bound_c),
     ]
-    search = threshold.ThresholdSearch(
-        None,  # type: ignore[arg-type]  # nothing is read from a database here
-        1,
-        weights,
-        average,
-        0,
-        None,
-        tiers.__getitem__,
-        heads_,  # type: ignore[arg-type]
-    )
+    search = _search(weights, average, tiers, heads_)
     met = dict(search._met(lists, -math.inf, 100))
 
     def expected(length: int) -> float:
@@ -348,3 +358,56 @@ def test_an_item_is_bounded_by_what_each_list_leaves_unread_at_its_length() -> N
     assert met[11] < scaled - 1e-3
     cut = (met[11] + scaled) / 2
     assert 11 not in dict(search._met(lists, cut, 100))
+
+
+def test_an_item_met_in_several_lists_adds_only_what_the_others_leave_unread() -> None:
+    """An item met in two lists has its parts there; from a list left unread it can gain
+    at most that list's largest tf at its length, and from a list cut at a common level
+    inside its tf = 1 tier at most that list's bound (the best posting below the cut)."""
+    average = 20.0
+    a_term, b_term, c_term, d_term = 1, 2, 3, 4
+    weights = {a_term: 2.0, b_term: 1.0, c_term: 0.7, d_term: 0.4}
+    cap = {term: weight * (K1 + 1.0) for term, weight in weights.items()}
+    heads_ = _Heads(
+        {
+            a_term: [(impact(1, 10), 10), (impact(1, 40), 11)],  # read whole
+            b_term: [(impact(3, 10), 10), (impact(2, 5), 21)],  # cut above tf 1
+            c_term: [(impact(2, 3), 30)],  # left unread
+            d_term: [(impact(2, 5), 40), (impact(1, 20), 41)],  # read down to tf 1, length 30
+        }
+    )
+    tiers = {
+        a_term: [(1, 0, impact(1, 10))],
+        b_term: [(3, 1, impact(3, 10)), (2, 1, impact(2, 5)), (1, 0, impact(1, 2))],
+        c_term: [(2, 4, impact(2, 3)), (1, 0, impact(1, 2))],
+        d_term: [(2, 1, impact(2, 5)), (1, 0, impact(1, 2))],
+    }
+    bound_b = cap[b_term] * saturation(1, 2, average)
+    bound_c = cap[c_term] * saturation(2, 3, average)  # its best posting: unread
+    bound_d = cap[d_term] * saturation(1, 31, average)  # the best below the common level
+    lists = [
+        (a_term, weights[a_term], 0, 0.0),
+        (b_term, weights[b_term], impact(2, 65535), bound_b),
+        (c_term, weights[c_term], 1 << 62, bound_c),
+        (d_term, weights[d_term], impact(1, 30), bound_d),
+    ]
+    search = _search(weights, average, tiers, heads_)
+    met = dict(search._met(lists, -math.inf, 100))
+    length = 10
+    expected = (
+        STATIC_MAX
+        + cap[a_term] * saturation(1, length, average)
+        + cap[b_term] * saturation(3, length, average)
+        + cap[c_term] * saturation(2, length, average)  # under bound_c: a longer item
+        + bound_d  # under what tf 1 at length 10 would add: the list's bound caps it
+    )
+    assert cap[d_term] * saturation(1, length, average) > bound_d
+    assert met[10] == pytest.approx(expected, abs=1e-12)
+    # Met in one list only, the same rule: item 21 (length 5, tf 2 in b).
+    only_b = (
+        STATIC_MAX
+        + cap[b_term] * saturation(2, 5, average)
+        + cap[c_term] * saturation(2, 5, average)
+        + bound_d
+    )
+    assert met[21] == pytest.approx(only_b, abs=1e-12)

@@ -10,15 +10,17 @@ an item on the benchmark host). ``__setattr__`` is untouched, so instances stay 
 before; equality, hashing, ``repr``, ``replace`` and pickling are the dataclass's own.
 
 Only the simple shape is taken: every field set by ``__init__``, positional or by keyword,
-with at most a plain default. A class with a ``default_factory``, an ``init=False``,
-``kw_only`` or ``InitVar`` field, or a ``__post_init__``, is refused (``TypeError``), so a
-change to such a class cannot silently skip what its generated ``__init__`` would do.
+with at most a plain default. A class with an ``__init__`` of its own (or ``init=False``),
+a ``default_factory``, an ``init=False``, ``kw_only`` or ``InitVar`` field, or a
+``__post_init__``, is refused (``TypeError``), so a change to such a class cannot silently
+skip what its ``__init__`` would do.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
 from typing import Any, TypeVar, cast
 
@@ -31,11 +33,16 @@ def quick_init(cls: type[T]) -> type[T]:
     settings = getattr(cls, "__dataclass_params__", None)
     if settings is None or not settings.frozen or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a frozen dataclass with slots")
+    module = sys.modules[cls.__module__]
+    written = getattr(getattr(cls.__init__, "__code__", None), "co_filename", None)
+    if not settings.init or written == getattr(module, "__file__", None):
+        raise TypeError(f"{cls.__name__} has an __init__ of its own")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__} has a __post_init__")
     names: list[str] = []
     signature: list[str] = []
-    namespace: dict[str, Any] = {}
+    closed: list[str] = []  # the setters and defaults, closed over by the new __init__
+    values: list[Any] = []
     for field in dataclasses.fields(cast(Any, cls)):
         if not field.init or field.kw_only is True:
             raise TypeError(f"{cls.__name__}.{field.name} is not a plain __init__ argument")
@@ -49,19 +56,30 @@ def quick_init(cls: type[T]) -> type[T]:
             raise TypeError(f"{cls.__name__}.{field.name} is not a slot")
         index = len(names)
         names.append(field.name)
-        namespace[f"_set{index}"] = slot.__set__
+        closed.append(f"__quick_set{index}")
+        values.append(slot.__set__)
         if field.default is dataclasses.MISSING:
             signature.append(field.name)
         else:
-            namespace[f"_default{index}"] = field.default
-            signature.append(f"{field.name}=_default{index}")
+            closed.append(f"__quick_default{index}")
+            values.append(field.default)
+            signature.append(f"{field.name}=__quick_default{index}")
     generated = inspect.signature(cls.__init__).parameters.values()
     if [(p.name, p.kind) for p in generated][1:] != [(n, _PLAIN) for n in names]:
         raise TypeError(f"{cls.__name__}.__init__ takes more than its fields (an InitVar?)")
-    lines = [f"    _set{index}(self, {name})" for index, name in enumerate(names)] or ["    pass"]
-    source = f"def __init__(self, {', '.join(signature)}):\n" + "\n".join(lines) + "\n"
-    exec(source, namespace)  # noqa: S102 - built from the class's own field names only
-    init = namespace["__init__"]
+    own = "__quick_self" if "self" in names else "self"  # as dataclasses name it
+    body = [f"        __quick_set{i}({own}, {name})" for i, name in enumerate(names)]
+    source = (
+        f"def __quick_make({', '.join(closed)}):\n"
+        f"    def __init__({', '.join([own, *signature])}):\n"
+        + ("\n".join(body) or "        pass")
+        + "\n    return __init__\n"
+    )
+    made: dict[str, Any] = {}
+    # The module's globals, so that the annotations copied below resolve as the generated
+    # __init__'s do; the definitions land in ``made``, not in the module.
+    exec(source, vars(module), made)  # noqa: S102 - built from the class's own field names
+    init = made["__quick_make"](*values)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__doc__ = cls.__init__.__doc__
