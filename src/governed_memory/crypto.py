@@ -41,7 +41,6 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from governed_memory.core.frozen import quick_init
 from governed_memory.errors import CryptoError
 from governed_memory.records import ItemKey, SubjectKey
 
@@ -85,7 +84,6 @@ def unpad(padded: bytes) -> bytes:
     return body[:-1]
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class SealingKey:
     """The unwrapped key that seals one item's content, and how it seals it: the item's own
