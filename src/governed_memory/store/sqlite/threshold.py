@@ -193,12 +193,12 @@ class ThresholdSearch:
         the item's length, so such a list adds at most the part of the largest tf it
         left unread at that length, and never more than its bound. An item met in one
         list only has a bound that depends on its posting's impact alone, so those are
-        bounded a run of equal impacts at a time; the items met in several lists (few)
-        one by one.
+        bounded a run of equal impacts at a time; the items met in several lists have
+        their gains summed list by list, a run at a time.
         """
         floor = cut - MARGIN if cut > -math.inf else -math.inf
         unread_at = self._unread_at(lists)
-        read = []  # each list read: its place, the most it adds, its impacts and items
+        read = []  # each list read: its place in ``lists``, its cap, its impacts and items
         for place, (term, _, at, _) in enumerate(lists):
             if at < _UNREAD:
                 impacts, items = self._heads.read(term, at)
