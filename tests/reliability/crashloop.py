@@ -497,6 +497,7 @@ def run(
     max_traffic_seconds: float = 2.5,
     progress: bool = False,
     serve_workers: int = 1,
+    startup_kill_rate: float = 0.15,
 ) -> Stats:
     """Run ``cycles`` crash cycles; the stats (``failures`` empty when nothing was lost)."""
     with tempfile.TemporaryDirectory(prefix="gmem-crash-") as scratch:
@@ -509,6 +510,7 @@ def run(
             max_traffic_seconds=max_traffic_seconds,
             log=root / "server.log",
             serve_workers=serve_workers,
+            startup_kill_rate=startup_kill_rate,
         )
         try:
             for _ in range(cycles):
