@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+from importlib import resources
+
 import pytest
 
 from governed_memory import tokens
@@ -61,6 +65,37 @@ def test_a_damaged_vocabulary_is_refused(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(tokens, "CL100K_SHA256", "0" * 64)
     with pytest.raises(ConfigError, match="damaged"):
         Cl100kTokenizer().count("hello")
+
+
+def test_the_vocabulary_is_read_exactly_line_by_line() -> None:
+    """Every token and rank of the shipped file, as a line-by-line reading of it gives."""
+    raw = gzip.decompress(
+        resources.files("governed_memory").joinpath("vocab", tokens.CL100K_FILE).read_bytes()
+    )
+    expected = {}
+    for line in raw.splitlines():
+        token, rank = line.split(b" ")
+        expected[base64.b64decode(token, validate=True)] = int(rank)
+    ranks = tokens._cl100k_ranks()
+    assert ranks == expected
+    assert list(ranks.items()) == list(expected.items())  # in the file's order too
+    assert len(ranks) == 100_256
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"IQ== 0\nIg==\n",  # a line without its rank
+        b"IQ== 0 1\nIg== 1\n",  # a line with two
+        b"IQ== 0\nIg== 1",  # the last line unended
+        b"IQ== 0\n\nIg== 1\n",  # an empty line
+        b"IQ== 0 1\nIg==\n",  # a rank moved to the line before: a token where a rank goes
+        b"IQ== x\n",  # a rank that is not a number
+    ],
+)
+def test_a_vocabulary_not_of_one_token_and_rank_a_line_is_refused(raw: bytes) -> None:
+    with pytest.raises(ConfigError, match="one token and rank a line"):
+        tokens._parse_ranks(raw)
 
 
 def test_without_tiktoken_the_documented_estimate_counts(monkeypatch: pytest.MonkeyPatch) -> None:
