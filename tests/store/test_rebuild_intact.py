@@ -10,6 +10,7 @@ the workers lowers it (and asks for two of them whatever the machine has)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -163,6 +164,32 @@ def test_workers_import_this_process_s_modules_not_those_where_they_run(
     service.maintenance.rebuild()
 
     assert set(made[0].tenants) == TENANTS
+
+
+def test_a_worker_runs_its_module_once_and_answers_each_share(
+    service: MemoryService, store: SQLiteStore, tmp_path: Path
+) -> None:
+    """Started as the rebuild starts it: one answer a share, and nothing on its standard
+    error (``python -m`` ran the module a second time as ``__main__``, with a warning)."""
+    path = str(store.database.path)
+    done = subprocess.run(
+        intact.worker_command(store.database.path),
+        input='["acme", "globex"]\n["globex"]\n',
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=intact.module_path()),
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers == [
+        [list(row) for row in intact.check_share(path, ["acme", "globex"])],
+        [list(row) for row in intact.check_share(path, ["globex"])],
+    ]
+    assert [t for t, *_ in answers[0]] == ["acme", "globex"]
+    assert done.stderr == ""
 
 
 def test_the_workers_path_is_this_process_s_made_absolute(

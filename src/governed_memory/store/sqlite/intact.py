@@ -3,7 +3,7 @@
 A rebuild over an intact projection writes nothing (:mod:`governed_memory.store.
 rebuild_diff`), but finding that out is Python: reading and decoding each tenant's log,
 folding it, reading its rows and comparing them, one core's worth. Here worker processes
-(this module, run with ``python -m``, one a core) check shares of the tenants at once,
+(this module's :func:`main`, one a core) check shares of the tenants at once,
 each on a read-only connection of its own. A tenant is *intact* when, in one snapshot,
 the fold of its log, with the index entries its documents hold, makes exactly the rows it
 holds: every active item's entry is kept (same content version and hash, so nothing would
@@ -168,6 +168,19 @@ def module_path() -> str:
     return os.pathsep.join(entry for entry in entries if os.pathsep not in entry)
 
 
+#: What a worker runs: :func:`main`, this module imported once. (``python -m`` would import
+#: it with its package, whose store imports it, then run it again as ``__main__``.)
+_WORKER_MAIN = f"import sys; from {__name__} import main; main(sys.argv[1:])"
+
+
+def worker_command(path: Path) -> list[str]:
+    """The command line of a worker on the database at ``path``. ``-P``: not the working
+    directory first on its path, which ``-c`` would put there; the worker is given this
+    process's own path instead (:func:`module_path`), each entry made absolute as this
+    process reads it: the modules it imported, never one that lies where it runs."""
+    return [sys.executable, "-P", "-c", _WORKER_MAIN, str(path)]
+
+
 def _committed(writer: sqlite3.Connection) -> tuple[int, int, int]:
     """What moves when anything is committed to the database: ``PRAGMA data_version``
     (another connection's commit) and the writer's ``total_changes`` (its own), with the
@@ -183,9 +196,10 @@ def _committed(writer: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 class _Worker:
-    """One worker process (``python -m`` this module): given a share of tenants a line
-    (JSON), it answers a line, the intact ones. Started as a module, not forked and not
-    ``multiprocessing``'s spawn, which would run the caller's main script again in it."""
+    """One worker process (:func:`worker_command`): given a share of tenants a line
+    (JSON), it answers a line, the intact ones. Started as a new interpreter, not forked
+    and not ``multiprocessing``'s spawn, which would run the caller's main script again
+    in it."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -193,11 +207,8 @@ class _Worker:
         self._heard = time.monotonic()
 
     def __enter__(self) -> _Worker:
-        # ``-P``: not the working directory first on its path, which ``-m`` would put
-        # there; this process's own path instead, each entry made absolute as this
-        # process reads it: the modules it imported, never one that lies where it runs.
         self._process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-P", "-m", __name__, str(self._path)],
+            worker_command(self._path),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -397,8 +408,4 @@ def main(argv: Sequence[str]) -> None:
         print(json.dumps(check_share(path, json.loads(line))), flush=True)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
-
-
-__all__ = ["PARALLEL_EVENTS", "check", "check_share", "processes"]
+__all__ = ["PARALLEL_EVENTS", "check", "check_share", "main", "processes", "worker_command"]
