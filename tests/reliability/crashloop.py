@@ -316,6 +316,7 @@ class CrashLoop:
         }
         self.log = log or data_dir.parent / "crashloop-server.log"
         # With several worker processes every kill is of them all at once (a process group).
+        self.serve_workers = serve_workers
         self.server = ServerProcess(data_dir, self.log, self.env, group=serve_workers > 1)
         writer = create_key(
             data_dir,
@@ -347,8 +348,8 @@ class CrashLoop:
         self.stats.cycles += 1
         self.server.start()
         if self.rng.random() < self.startup_kill_rate:
-            time.sleep(self.rng.uniform(0, 0.6))  # maybe before it is ready, maybe just after
-            self.stats.startup_kills += 1
+            if not self._starting():
+                return False
         elif not self._ready():
             return False
         else:
@@ -365,6 +366,22 @@ class CrashLoop:
                 self._check_feed(client)
         finally:
             self.server.kill()
+        return True
+
+    def _starting(self) -> bool:
+        """Let start-up begin its work, then a random moment later (maybe before it is
+        ready, maybe just after) leave the kill to the cycle: once a process holds the
+        store open (migrations, the master key's check) and, with several, every worker
+        process runs (each opening the store), so the kill lands on them all at once."""
+        processes = self.serve_workers + 1 if self.serve_workers > 1 else 1
+        try:
+            self.server.wait_started(self.data_dir / "gmem.sqlite3", processes)
+        except RuntimeError as error:
+            self.server.kill()
+            self.fail(f"start-up: {error}")
+            return False
+        time.sleep(self.rng.uniform(0, 0.3))
+        self.stats.startup_kills += 1
         return True
 
     def _ready(self) -> bool:

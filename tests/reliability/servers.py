@@ -81,6 +81,33 @@ class ServerProcess:
             wait_group_gone(self.process.pid)
         self.process = None
 
+    def processes(self) -> list[int]:
+        """The server's live processes: the one started, or every one of its group."""
+        if self.process is None:
+            return []
+        if not self.group:
+            return [self.process.pid] if self.process.poll() is None else []
+        group = self.process.pid
+        return [int(e.name) for e in Path("/proc").iterdir() if _in_group(e, group)]
+
+    def wait_started(self, database: Path, processes: int = 1, timeout: float = 60) -> None:
+        """Wait until start-up has begun its work: ``processes`` of the server live (its
+        workers forked) and one of them holding ``database`` open. Raises if the server
+        exits first or the time runs out."""
+        assert self.process is not None
+        target = str(database.resolve())
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                tail = self.log.read_text(errors="replace").splitlines()[-3:]
+                raise RuntimeError(f"the server exited while starting; its log ends {tail}")
+            live = self.processes()
+            if len(live) >= processes and any(_holds(pid, target) for pid in live):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start its work in {timeout} s")
+            time.sleep(0.005)
+
     def stop(self) -> int:
         """SIGTERM and wait for the graceful shutdown; the exit status."""
         assert self.process is not None
@@ -106,6 +133,21 @@ def wait_group_gone(group: int, timeout: float = 30) -> None:
     while any(_in_group(entry, group) for entry in Path("/proc").iterdir()):
         assert time.monotonic() < deadline, f"process group {group} outlived its SIGKILL"
         time.sleep(0.01)
+
+
+def _holds(pid: int, target: str) -> bool:
+    """Whether process ``pid`` has the file at ``target`` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone, or not ours to read
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
 
 
 def _in_group(entry: Path, group: int) -> bool:

@@ -46,8 +46,10 @@ def test_sigkill_of_every_worker_process_at_once_loses_no_acknowledged_write(
 def test_a_kill_while_the_server_starts_leaves_a_store_that_opens(
     tmp_path: Path, serve_workers: int
 ) -> None:
-    """SIGKILL during start-up (migrations, key file) leaves a store that opens and verifies,
-    of one server process or of every worker process at once."""
+    """SIGKILL while the server starts leaves a store that opens and verifies: once it holds
+    the store open (migrations checked, the master key's check value compared) and, with
+    two worker processes, both run; the kill ends them all at once. A start-up that never
+    gets there fails the cycle."""
     loop = CrashLoop(
         tmp_path / "data",
         workers=2,
