@@ -82,22 +82,6 @@ def test_the_vocabulary_is_read_exactly_line_by_line() -> None:
     assert len(ranks) == 100_256
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"IQ== 0\nIg==\n",  # a line without its rank
-        b"IQ== 0 1\nIg== 1\n",  # a line with two
-        b"IQ== 0\nIg== 1",  # the last line unended
-        b"IQ== 0\n\nIg== 1\n",  # an empty line
-        b"IQ== 0 1\nIg==\n",  # a rank moved to the line before: a token where a rank goes
-        b"IQ== x\n",  # a rank that is not a number
-    ],
-)
-def test_a_vocabulary_not_of_one_token_and_rank_a_line_is_refused(raw: bytes) -> None:
-    with pytest.raises(ConfigError, match="one token and rank a line"):
-        tokens._parse_ranks(raw)
-
-
 def test_without_tiktoken_the_documented_estimate_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens.importlib.util, "find_spec", lambda name: None)
     tokenizer = default_tokenizer()

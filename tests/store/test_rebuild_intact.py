@@ -154,7 +154,8 @@ def test_workers_import_this_process_s_modules_not_those_where_they_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A package of the same name in the working directory is not imported by the
-    workers (``python -m`` would put that directory first on their path)."""
+    workers (without ``-P``, ``python -c`` would put that directory first on their
+    path)."""
     planted = tmp_path / "planted" / "governed_memory"
     planted.mkdir(parents=True)
     (planted / "__init__.py").write_text("raise SystemExit(3)\n")
