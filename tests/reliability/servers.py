@@ -87,8 +87,7 @@ class ServerProcess:
             return []
         if not self.group:
             return [self.process.pid] if self.process.poll() is None else []
-        group = self.process.pid
-        return [int(e.name) for e in Path("/proc").iterdir() if _in_group(e, group)]
+        return _group_members(self.process.pid)
 
     def wait_started(self, database: Path, processes: int = 1, timeout: float = 60) -> None:
         """Wait until start-up has begun its work: ``processes`` of the server live (its
@@ -130,7 +129,7 @@ __all__ = ["ServerProcess", "create_key", "gmem"]
 def wait_group_gone(group: int, timeout: float = 30) -> None:
     """Wait until no live process (zombies aside: they hold no file) is in ``group``."""
     deadline = time.monotonic() + timeout
-    while any(_in_group(entry, group) for entry in Path("/proc").iterdir()):
+    while _group_members(group):
         assert time.monotonic() < deadline, f"process group {group} outlived its SIGKILL"
         time.sleep(0.01)
 
@@ -148,6 +147,11 @@ def _holds(pid: int, target: str) -> bool:
         except OSError:  # closed meanwhile
             continue
     return False
+
+
+def _group_members(group: int) -> list[int]:
+    """The live processes (zombies aside: they hold no file) of process group ``group``."""
+    return [int(entry.name) for entry in Path("/proc").iterdir() if _in_group(entry, group)]
 
 
 def _in_group(entry: Path, group: int) -> bool:
