@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from governed_memory.codec import ITEM_COLUMNS
 from governed_memory.records import IntactCheck, NothingIntact
 from governed_memory.service import MemoryService
 from governed_memory.service.reindex import Progress
@@ -39,6 +40,7 @@ from tests.store.test_rebuild_repairs import (
     versions,
 )
 from tests.support.fakes import body
+from tests.support.legacy import canonical_event_rows
 
 TENANTS = {"acme", "globex"}
 #: Damages of ``test_rebuild_repairs.DAMAGES`` that reach globex's rows too (the others
@@ -144,6 +146,58 @@ def test_a_log_read_a_page_at_a_time_is_checked_whole(
     assert [(t, events) for t, _, events, _, _ in whole] == [("acme", 11), ("globex", 1)]
     run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
     assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
+
+
+#: Damages of SQLite's shared content (an item's row holding x'', its content read from
+#: the compact ``memory.written`` event of its content version: ``sql.ITEM_CONTENT``) that
+#: the store reads as another row than the fold makes. The check reads rows with x'' as
+#: stored and resolves it from the log it folds; each must leave acme to the rebuild.
+CONTENT_DAMAGES = [
+    Damage(  # the store reads the erased content back from the event
+        "an erased item's row taking its content from its event",
+        ("UPDATE memories SET content = x'' WHERE tenant_id = 'acme' AND id = 'gone'",),
+    ),
+    Damage(  # the store reads the first version's content, and its version
+        "a rewritten item's row taking its first version's content",
+        ("UPDATE memories SET content_version = 1 WHERE tenant_id = 'acme' AND id = 'm0'",),
+    ),
+]
+
+
+@pytest.mark.parametrize("damage", CONTENT_DAMAGES, ids=str)
+def test_a_row_sharing_content_its_event_does_not_hold_for_it_is_not_intact(
+    service: MemoryService, store: SQLiteStore, workers: None, damage: Damage
+) -> None:
+    path = str(store.database.path)
+    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["acme", "globex"]
+    before = projection(store)
+    run(store, *damage.statements)
+    assert projection(store) != before
+
+    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
+    service.maintenance.rebuild()
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_rows_of_a_log_of_the_canonical_form_are_compared_with_their_own_content(
+    service: MemoryService, store: SQLiteStore, workers: None
+) -> None:
+    """A log written before the compact form: its events hold no content column, so the
+    items keep their content in their rows, compared as they are; a row that shares its
+    content with such an event (which the store reads as none) is not intact."""
+    path = store.database.path
+    assert canonical_event_rows(path) == 10  # every memory.written event of both tenants
+    before = projection(store)
+    assert b"" not in {row[ITEM_COLUMNS.index("content")] for row in before["memories"]}
+    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["acme", "globex"]
+
+    run(store, "UPDATE memories SET content = x'' WHERE tenant_id = 'acme' AND id = 'm1'")
+
+    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["globex"]
+    service.maintenance.rebuild()
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
 
 
 def test_workers_import_this_process_s_modules_not_those_where_they_run(

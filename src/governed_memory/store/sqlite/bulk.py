@@ -94,11 +94,12 @@ def held_rows(database: SQLiteDatabase, tenant_id: str, most: int) -> Held | Non
 
 
 def tenant_rows(
-    conn: sqlite3.Connection, tenant_id: str
+    conn: sqlite3.Connection, tenant_id: str, items: str = sql.REBUILD_ITEMS
 ) -> tuple[dict[str, tuple[int, tuple[Any, ...]]], dict[int, tuple[Any, ...]]]:
     """The tenant's item rows by id, as (row id, row), and its document rows by item row
-    id (none read when it has no items)."""
-    rows = {row[2]: (row[0], row[1:]) for row in conn.execute(sql.REBUILD_ITEMS, (tenant_id,))}
+    id (none read when it has no items). ``items`` is the read of the item rows:
+    :data:`sql.REBUILD_ITEMS_AS_STORED` leaves each content as the row stores it."""
+    rows = {row[2]: (row[0], row[1:]) for row in conn.execute(items, (tenant_id,))}
     documents = (
         {row[0]: row for row in conn.execute(sql.REBUILD_DOCUMENTS, (tenant_id,))} if rows else {}
     )

@@ -371,6 +371,9 @@ REBUILD_SCOPES = (
     "SELECT id, agent_id, purpose, documents, total_length FROM scopes WHERE tenant_id = ?"
 )
 REBUILD_ITEMS = f"SELECT m.rowid, {ITEM_READ} FROM memories AS m WHERE m.tenant_id = ?"
+# The same rows with each content as the row stores it: x'' where the compact event of its
+# content version holds it (ITEM_CONTENT), left for a reader that has that event in hand.
+REBUILD_ITEMS_AS_STORED = f"SELECT rowid, {COLUMNS} FROM memories WHERE tenant_id = ?"
 TENANT_ITEM_COUNT = "SELECT count(*) FROM memories WHERE tenant_id = ?"
 ANY_ITEM = "SELECT 1 FROM memories LIMIT 1"
 REBUILD_DOCUMENTS = (
