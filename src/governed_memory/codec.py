@@ -353,10 +353,30 @@ def _hash_text(stored: object) -> str:
     raise CodecError("a stored content hash must be bytes or text")
 
 
-def _written_from_compact(row: EventRow, content: bytes, content_hash: object) -> MemoryWritten:
-    """A ``memory.written`` event from a compact row (no base64 or keyed JSON to parse)."""
-    if row.memory_id is None or row.version is None or row.subject_id is None:
-        raise CodecError(f"{row.type} without memory id, version or subject")
+def _written_from_compact(
+    row: tuple[Any, ...], content: bytes, content_hash: object
+) -> MemoryWritten:
+    """A ``memory.written`` event from a compact row of ``position``, :data:`EVENT_COLUMNS`
+    and :data:`SPLIT_COLUMNS` (no base64 or keyed JSON to parse; the row's columns taken
+    as they are, without an :class:`EventRow` made of them, once an event a rebuild)."""
+    (
+        _,
+        event_id,
+        event_type,
+        tenant_id,
+        memory_id,
+        subject_id,
+        version,
+        occurred_at,
+        actor,
+        idempotency_key,
+        schema_version,
+        payload,
+    ) = row[: 1 + _SPLIT]
+    if event_type != MemoryWritten.type or schema_version != SCHEMA_VERSION:
+        raise CodecError(f"a compact row of a {event_type} event")
+    if memory_id is None or version is None or subject_id is None:
+        raise CodecError(f"{event_type} without memory id, version or subject")
     (
         agent_id,
         confidence,
@@ -368,17 +388,17 @@ def _written_from_compact(row: EventRow, content: bytes, content_hash: object) -
         supersedes_id,
         tokens,
         trust,
-    ) = _compact_values(row.payload)
+    ) = _compact_values(payload)
     return MemoryWritten(
-        event_id=row.event_id,
-        tenant_id=_shared(row.tenant_id),
-        memory_id=row.memory_id,
-        version=row.version,
-        occurred_at=from_micros(row.occurred_at),
-        actor=_shared(row.actor),
-        idempotency_key=row.idempotency_key,
+        event_id=event_id,
+        tenant_id=_shared(tenant_id),
+        memory_id=memory_id,
+        version=version,
+        occurred_at=from_micros(occurred_at),
+        actor=_shared(actor),
+        idempotency_key=idempotency_key,
         agent_id=_shared(agent_id),
-        subject_id=_shared(row.subject_id),
+        subject_id=_shared(subject_id),
         purpose=_shared(purpose),
         kind=_KINDS[kind],
         content=bytes(content),
@@ -391,6 +411,22 @@ def _written_from_compact(row: EventRow, content: bytes, content_hash: object) -
         status=_STATUSES[status],
         tokens=int(tokens),
     )
+
+
+# _written_from_compact unpacks a row by position: the columns must be in this order.
+assert EVENT_COLUMNS == (
+    "event_id",
+    "type",
+    "tenant_id",
+    "memory_id",
+    "subject_id",
+    "version",
+    "occurred_at",
+    "actor",
+    "idempotency_key",
+    "schema_version",
+    "payload",
+), "EVENT_COLUMNS changed: update _written_from_compact"
 
 
 def _compact_values(payload: str) -> list[Any]:
@@ -406,15 +442,12 @@ def stored_event_from_row(row: tuple[Any, ...]) -> StoredEvent:
     content, content_hash = row[1 + _SPLIT : 3 + _SPLIT] or (None, None)
     if content is None:  # a row of the canonical form: decoded from the driver's columns
         return StoredEvent(row[0], event_from_columns(row[1 : 1 + _SPLIT]))
-    event_row_ = EventRow(*row[1 : 1 + _SPLIT])
-    if event_row_.type != MemoryWritten.type or event_row_.schema_version != SCHEMA_VERSION:
-        raise CodecError(f"a compact row of a {event_row_.type} event")
     try:
-        return StoredEvent(row[0], _written_from_compact(event_row_, content, content_hash))
+        return StoredEvent(row[0], _written_from_compact(row, content, content_hash))
     except CodecError:
         raise
     except (KeyError, TypeError, ValueError) as error:
-        raise CodecError(f"malformed {event_row_.type} event: {type(error).__name__}") from None
+        raise CodecError(f"malformed {row[2]} event: {type(error).__name__}") from None
 
 
 def stored_to_json(stored: StoredEvent) -> dict[str, Any]:
