@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from governed_memory import errors
 from governed_memory.client._calls import Call
 from governed_memory.client._problems import BY_TYPE, error_from
-from governed_memory.core.events import MemoryWritten
+from governed_memory.core.events import MemoryWritten, StoredEvent
 from governed_memory.core.model import MemoryItem
 from governed_memory.core.values import (
     ID_PATTERN,
@@ -314,6 +314,20 @@ def test_a_written_events_stored_payloads_are_the_compact_json_of_its_values(
     assert columns[-1] == canonical
     assert stored[len(columns) - 1] == compact
     assert stored[len(columns)] == event.content
+
+
+@given(written_events.filter(lambda event: event.content is not None))
+def test_a_written_event_decodes_from_its_stored_row_as_it_was(event: MemoryWritten) -> None:
+    """Whatever its fields hold, a ``memory.written`` (which always has content) reads back
+    from the row a store keeps of it, compact (its content in a column of its own) or
+    canonical: the compact row is unpacked by position, so a column out of place would
+    decode another event."""
+    from governed_memory.codec import stored_columns, stored_event_from_row
+
+    columns, stored = stored_columns(event)
+
+    assert stored_event_from_row((7, *stored)) == StoredEvent(7, event)
+    assert stored_event_from_row((7, *columns, None, None)) == StoredEvent(7, event)
 
 
 def test_decoded_events_share_the_values_a_log_repeats() -> None:

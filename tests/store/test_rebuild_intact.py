@@ -40,7 +40,7 @@ from tests.store.test_rebuild_repairs import (
     versions,
 )
 from tests.support.fakes import body
-from tests.support.legacy import canonical_event_rows
+from tests.support.legacy import canonical_event_row, canonical_event_rows
 
 TENANTS = {"acme", "globex"}
 #: Damages of ``test_rebuild_repairs.DAMAGES`` that reach globex's rows too (the others
@@ -177,6 +177,23 @@ def test_a_row_sharing_content_its_event_does_not_hold_for_it_is_not_intact(
     assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
     service.maintenance.rebuild()
     assert projection(store) == before
+    assert service.verify_replay().differences == []
+
+
+def test_a_row_sharing_content_with_a_version_rewritten_in_the_canonical_form_is_not_intact(
+    service: MemoryService, store: SQLiteStore, workers: None
+) -> None:
+    """m0's second version's event holds its content in base64 only (as a log written
+    before the compact form), while its row still says x'': the store reads no content
+    there, though an earlier version's compact event has some; the check must not take
+    the folded content for it."""
+    path = store.database.path
+    assert canonical_event_row(path, "acme", "m0", 2) == 1
+    assert service.get(ACME, "m0").content is None  # what the store now reads
+
+    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["globex"]
+    service.maintenance.rebuild()
+    assert service.get(ACME, "m0").content == "Calls on Fridays."
     assert service.verify_replay().differences == []
 
 

@@ -10,6 +10,8 @@ open and how erase and retention treat them.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,32 +63,55 @@ def canonical_event_rows(path: Path) -> int:
     form, and put the content of the items that take it from those events back in their
     rows, as a store written before migration 12 holds them (the log's append-only
     trigger set aside meanwhile, then put back). How many event rows it rewrote."""
-    conn = sqlite3.connect(path)
-    try:
-        (trigger,) = conn.execute(
-            "SELECT sql FROM sqlite_schema WHERE name = 'events_refuse_update'"
-        ).fetchone()
-        conn.execute("DROP TRIGGER events_refuse_update")
+    with _log_opened(path) as conn:
         conn.execute(  # items held their content in their rows then
             "UPDATE memories SET content = (SELECT e.content FROM events AS e "
             "WHERE e.tenant_id = memories.tenant_id AND e.memory_id = memories.id "
             "AND e.version = memories.content_version AND e.type = 'memory.written') "
             "WHERE content = x''"
         )
-        columns = ", ".join(EVENT_COLUMNS)  # the codec's constant names: no input
-        rows = conn.execute(
-            f"SELECT position, {columns}, content, content_hash FROM events "  # noqa: S608
-            "WHERE content IS NOT NULL"
-        ).fetchall()
-        for position, *stored in rows:
-            payload = canonical_columns(tuple(stored))[-1]
-            conn.execute(
-                "UPDATE events SET payload = ?, content = NULL, content_hash = NULL "
-                "WHERE position = ?",
-                (payload, position),
-            )
+        return _canonical(conn, "content IS NOT NULL", ())
+
+
+def canonical_event_row(path: Path, tenant_id: str, memory_id: str, version: int) -> int:
+    """Rewrite one compact ``memory.written`` row into the canonical form and nothing else
+    (an item row taking its content from it is left so): how many rows it rewrote."""
+    with _log_opened(path) as conn:
+        return _canonical(
+            conn,
+            "content IS NOT NULL AND tenant_id = ? AND memory_id = ? AND version = ?",
+            (tenant_id, memory_id, version),
+        )
+
+
+@contextmanager
+def _log_opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the store at ``path`` with the log's append-only trigger set aside,
+    committed and put back at the end."""
+    conn = sqlite3.connect(path)
+    try:
+        (trigger,) = conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'events_refuse_update'"
+        ).fetchone()
+        conn.execute("DROP TRIGGER events_refuse_update")
+        yield conn
         conn.execute(trigger)
         conn.commit()
     finally:
         conn.close()
+
+
+def _canonical(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> int:
+    """Rewrite the event rows ``where`` selects into the canonical form."""
+    columns = ", ".join(EVENT_COLUMNS)  # the codec's constant names: no input
+    rows = conn.execute(
+        f"SELECT position, {columns}, content, content_hash FROM events WHERE {where}",  # noqa: S608
+        params,
+    ).fetchall()
+    for position, *stored in rows:
+        payload = canonical_columns(tuple(stored))[-1]
+        conn.execute(
+            "UPDATE events SET payload = ?, content = NULL, content_hash = NULL WHERE position = ?",
+            (payload, position),
+        )
     return len(rows)

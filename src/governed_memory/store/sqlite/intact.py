@@ -89,6 +89,9 @@ SHARES_PER_PROCESS = 4
 _EVENT_CONTENT = 1 + len(EVENT_COLUMNS) + SPLIT_COLUMNS.index("content")
 _ITEM_CONTENT = ITEM_COLUMNS.index("content")
 _ITEM_CONTENT_VERSION = ITEM_COLUMNS.index("content_version")
+#: What an item row's x'' becomes where the log does not hold its content for it: equal to
+#: nothing, so that row differs from the folded one, whatever the fold holds.
+_UNRESOLVED = object()
 
 
 #: Where Linux's cgroup v2 states this process's CPU quota ("max 100000", "200000 100000").
@@ -433,24 +436,22 @@ def _resolve_contents(
     its item at its content version (``sql.ITEM_CONTENT``). The folded item's content is
     that of its last ``memory.written`` event, whose version is its content version; so
     where that event is the compact one of the row's content version, the row's content
-    is the folded content. Any other x'' is left: it then differs from the folded row (a
-    content of the canonical form, or none, where the store reads NULL or another
-    version's bytes), and the tenant is left to the rebuild."""
+    is the folded content. Any other x'' (the store reads NULL from an event of the
+    canonical form, or another version's bytes, or content the fold destroyed) becomes
+    :data:`_UNRESOLVED`: the row differs, and the tenant is left to the rebuild."""
     for item in items:
         found = rows.get(item.id)
-        if found is None:
+        if found is None or found[1][_ITEM_CONTENT] != b"":
             continue
         rowid, row = found
-        if (
-            row[_ITEM_CONTENT] == b""
-            and item.content is not None
+        resolved = (
+            item.content
+            if item.content is not None
             and row[_ITEM_CONTENT_VERSION] == item.content_version
             and compact.get(item.id) == item.content_version
-        ):
-            rows[item.id] = (
-                rowid,
-                (*row[:_ITEM_CONTENT], item.content, *row[_ITEM_CONTENT + 1 :]),
-            )
+            else _UNRESOLVED
+        )
+        rows[item.id] = (rowid, (*row[:_ITEM_CONTENT], resolved, *row[_ITEM_CONTENT + 1 :]))
 
 
 def _no_new_rows(count: int) -> list[int]:
