@@ -462,7 +462,8 @@ def _no_new_rows(count: int) -> list[int]:
 
 def main(argv: Sequence[str]) -> None:
     """A worker: for each line of standard input (a JSON list of tenants), one line of
-    standard output (a JSON list of the intact ones, as :func:`check_share` gives them)."""
+    standard output (a JSON list of the intact ones, as :func:`check_share` gives them);
+    at the end of its input it ends the process (the worker's command runs nothing else)."""
     (path,) = argv
     for line in sys.stdin:
         print(json.dumps(check_share(path, json.loads(line))), flush=True)
