@@ -68,6 +68,9 @@ BUSY_TIMEOUT_MS = 10_000
 #: pages spread over the file, read once each: through the map, a page costs no system
 #: call and no copy. The map is read-only, so a fault (an I/O error raises SIGBUS) can end
 #: a worker, never write to the file, and a worker that dies leaves the work to the rebuild.
+#: A worker's resident size then counts the file's pages it has read (a peak of 236 MiB
+#: checking 500 tenants of a 206 MiB store, against 28 before): the OS page cache's pages,
+#: clean and shared, which ``pread`` fills too; what the worker allocates stays ~15 MiB.
 MMAP_BYTES = 1 << 40
 #: The most worker processes, whatever the machine has.
 MOST_PROCESSES = 8
