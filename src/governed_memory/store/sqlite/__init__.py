@@ -4,9 +4,34 @@ Read side by side with :mod:`governed_memory.store.postgres`: the same module na
 the same parts (``store``, ``database``, ``batch``, ``search``, ``bulk``, ``sql``), plus
 ``top_k``, SQLite's threshold algorithm over the postings, and ``wal``, the durable
 purge of the write-ahead log after a key is destroyed.
+
+The names below are imported on first use (PEP 562): a process that needs one part, such
+as a rebuild's checking worker (:mod:`.intact`), does not load the whole store.
 """
 
-from governed_memory.store.sqlite.database import Synchronous
-from governed_memory.store.sqlite.store import DATABASE_FILE, SQLiteStore
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from governed_memory.store.sqlite.database import Synchronous
+    from governed_memory.store.sqlite.store import DATABASE_FILE, SQLiteStore
+
+_LAZY = {
+    "DATABASE_FILE": "governed_memory.store.sqlite.store",
+    "SQLiteStore": "governed_memory.store.sqlite.store",
+    "Synchronous": "governed_memory.store.sqlite.database",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:  # a submodule not imported yet: the import system imports it
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is an ordinary one
+    return value
+
 
 __all__ = ["DATABASE_FILE", "SQLiteStore", "Synchronous"]

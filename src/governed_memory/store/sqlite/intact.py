@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governed_memory.codec import (
     EVENT_COLUMNS,
@@ -51,10 +51,12 @@ from governed_memory.records import Intact, IntactCheck, ItemChange, NothingInta
 from governed_memory.store.paging import EVENT_PAGE
 from governed_memory.store.rebuild_diff import COMPARED_ITEMS, diff
 from governed_memory.store.sqlite import sql
-from governed_memory.store.sqlite.batch import ScopeKey
-from governed_memory.store.sqlite.bulk import Held, stored_rows, tenant_rows
-from governed_memory.store.sqlite.database import SQLiteDatabase
+from governed_memory.store.sqlite.held import Held, stored_rows, tenant_rows
 from governed_memory.store.sqlite.index_rows import document_row
+
+if TYPE_CHECKING:
+    from governed_memory.store.sqlite.batch import ScopeKey
+    from governed_memory.store.sqlite.database import SQLiteDatabase
 
 log = logging.getLogger("governed_memory.store")
 

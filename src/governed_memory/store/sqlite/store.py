@@ -41,6 +41,7 @@ from governed_memory.store.sql_sessions import SQLSessions
 from governed_memory.store.sqlite import bulk, intact, sql
 from governed_memory.store.sqlite.batch import SQLiteBatches
 from governed_memory.store.sqlite.database import SQLiteDatabase, Synchronous
+from governed_memory.store.sqlite.held import Held, held_rows
 from governed_memory.store.sqlite.search import SQLiteSearch
 
 DATABASE_FILE = "gmem.sqlite3"
@@ -76,8 +77,8 @@ class SQLiteStore(SQLReads, SQLSessions):
         self._group = GroupCommit(self._batches.commit_group, lock=self.database.write_lock)
         self._search = SQLiteSearch(self.database)
         # During a rebuild: the item and document rows of tenants read with their index
-        # entries, kept for their swap (bulk.Held), at most COMPARED_ITEMS items in all.
-        self._held: dict[str, bulk.Held] | None = None
+        # entries, kept for their swap (Held), at most COMPARED_ITEMS items in all.
+        self._held: dict[str, Held] | None = None
         try:
             self.migrate()
             if not read_only:
@@ -160,7 +161,7 @@ class SQLiteStore(SQLReads, SQLSessions):
             return super().index_entries(tenant_id)
         held.pop(tenant_id, None)
         room = rebuild_diff.COMPARED_ITEMS - sum(len(h.items) for h in list(held.values()))
-        rows = bulk.held_rows(self.database, tenant_id, room)
+        rows = held_rows(self.database, tenant_id, room)
         if rows is None:  # too large to keep: its swap reads its rows
             return super().index_entries(tenant_id)
         held[tenant_id] = rows
@@ -175,7 +176,7 @@ class SQLiteStore(SQLReads, SQLSessions):
         """Replace the tenants' rows in bulk, in one transaction: a few statements per
         tenant and per chunk of items, not a few per item."""
         held = self._held
-        kept: dict[str, bulk.Held] = {}
+        kept: dict[str, Held] = {}
         if held is not None:
             kept = {t.tenant_id: h for t in tenants if (h := held.pop(t.tenant_id, None))}
         moved, scopes = bulk.rebuild(self.database, tenants, kept)
