@@ -375,3 +375,34 @@ def test_decoded_events_share_the_values_a_log_repeats() -> None:
         one, two = decoded(first, compact), decoded(second, compact)
         for name in ("tenant_id", "actor", "agent_id", "subject_id", "purpose", "provenance"):
             assert getattr(one, name) is getattr(two, name), name
+
+
+
+#: Payload texts a compact row can hold only once edited, from the text it was written with.
+EDITED_PAYLOADS = {
+    "whitespace before": lambda text: " " + text,
+    "whitespace after": lambda text: text + "\n",
+    "a second value after it": lambda text: text + "[]",
+    "its last value dropped": lambda text: json.dumps(json.loads(text)[:-1]),
+    "an object of its values": lambda text: json.dumps(dict(enumerate(json.loads(text)))),
+    "not JSON": lambda text: text[:-1],
+    "bytes": lambda text: text.encode(),
+}
+
+
+@pytest.mark.parametrize("edit", EDITED_PAYLOADS.values(), ids=EDITED_PAYLOADS.keys())
+@given(written_events.filter(lambda event: event.content is not None))
+def test_a_compact_payload_other_than_one_list_of_its_values_is_malformed(
+    edit: Any, event: MemoryWritten
+) -> None:
+    """A compact row's payload is read as the compact encoder wrote it: one JSON list of
+    the event's values and nothing around it. Anything else, which only an edited row
+    holds, is refused as malformed rather than read."""
+    from governed_memory.codec import CodecError, stored_columns, stored_event_from_row
+
+    columns, stored = stored_columns(event)
+    at = len(columns) - 1
+    edited = (*stored[:at], edit(stored[at]), *stored[at + 1 :])
+
+    with pytest.raises(CodecError):
+        stored_event_from_row((7, *edited))
