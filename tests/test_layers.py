@@ -56,7 +56,7 @@ LAYERS: dict[str, Layer] = {
     "apikeys": layer(FOUNDATION),
     "results": layer(FOUNDATION),
     "crypto": layer("errors records", "cryptography"),
-    "store": layer("core errors records ports codec chain store", "psycopg psycopg_pool"),
+    "store": layer("core errors records ports codec chain store", "psycopg psycopg_pool apsw"),
     # maintenance.py is bound for service/ (service/maintenance.py): one layer already.
     "service": layer(
         "core errors records ports codec chain crypto tokens results analysis service maintenance"

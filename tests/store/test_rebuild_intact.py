@@ -74,6 +74,31 @@ def _workers(monkeypatch: pytest.MonkeyPatch) -> None:
     workers(monkeypatch)
 
 
+def check_share(
+    path: str | Path, tenants: Sequence[str], page: int | None = None
+) -> list[tuple[Any, ...]]:
+    """(tenant, through, events, items, active) of each tenant of ``tenants`` a checking
+    worker, started as the rebuild starts it, finds intact (its log read ``page`` events at
+    a time, if given). Always in a process of its own: a worker reads with its own copy of
+    SQLite, which must not open a file this process has open."""
+    command = intact.worker_command(Path(path))
+    if page is not None:
+        paged = f"import {intact.WORKER_MODULE} as c; c.EVENT_PAGE = {page}; from "
+        assert command[-2].count("; from ") == 1
+        command[-2] = command[-2].replace("; from ", f"; {paged}")
+    done = subprocess.run(
+        command,
+        input=json.dumps(list(tenants)) + "\n",
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=intact.module_path()),
+        timeout=60,
+        check=True,
+    )
+    (answer,) = done.stdout.splitlines()
+    return [tuple(row) for row in json.loads(answer)]
+
+
 def checks(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[IntactCheck]:
     """Every check the store makes from now on, as the rebuild got it."""
     made: list[IntactCheck] = []
@@ -134,18 +159,17 @@ def test_a_tenant_damaged_before_the_check_is_not_intact_and_is_repaired(
 
 @pytest.mark.parametrize("page", [1, 2, 3, 7])
 def test_a_log_read_a_page_at_a_time_is_checked_whole(
-    service: MemoryService, store: SQLiteStore, page: int, monkeypatch: pytest.MonkeyPatch
+    service: MemoryService, store: SQLiteStore, page: int
 ) -> None:
     """acme's log is longer than a page of these sizes: every page is read, in order, and
     the answer is the one of a page longer than the log; a damage is still found."""
     path = str(store.database.path)
-    whole = intact.check_share(path, sorted(TENANTS))
-    monkeypatch.setattr(intact, "EVENT_PAGE", page)
+    whole = check_share(path, sorted(TENANTS))
 
-    assert intact.check_share(path, sorted(TENANTS)) == whole
+    assert check_share(path, sorted(TENANTS), page) == whole
     assert [(t, events) for t, _, events, _, _ in whole] == [("acme", 11), ("globex", 1)]
     run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
-    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
+    assert [t for t, *_ in check_share(path, sorted(TENANTS), page)] == ["globex"]
 
 
 #: Damages of SQLite's shared content (an item's row holding x'', its content read from
@@ -169,12 +193,12 @@ def test_a_row_sharing_content_its_event_does_not_hold_for_it_is_not_intact(
     service: MemoryService, store: SQLiteStore, workers: None, damage: Damage
 ) -> None:
     path = str(store.database.path)
-    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["acme", "globex"]
+    assert [t for t, *_ in check_share(path, sorted(TENANTS))] == ["acme", "globex"]
     before = projection(store)
     run(store, *damage.statements)
     assert projection(store) != before
 
-    assert [t for t, *_ in intact.check_share(path, sorted(TENANTS))] == ["globex"]
+    assert [t for t, *_ in check_share(path, sorted(TENANTS))] == ["globex"]
     service.maintenance.rebuild()
     assert projection(store) == before
     assert service.verify_replay().differences == []
@@ -191,7 +215,7 @@ def test_a_row_sharing_content_with_a_version_rewritten_in_the_canonical_form_is
     assert canonical_event_row(path, "acme", "m0", 2) == 1
     assert service.get(ACME, "m0").content is None  # what the store now reads
 
-    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["globex"]
+    assert [t for t, *_ in check_share(str(path), sorted(TENANTS))] == ["globex"]
     service.maintenance.rebuild()
     assert service.get(ACME, "m0").content == "Calls on Fridays."
     assert service.verify_replay().differences == []
@@ -207,11 +231,11 @@ def test_rows_of_a_log_of_the_canonical_form_are_compared_with_their_own_content
     assert canonical_event_rows(path) == 10  # every memory.written event of both tenants
     before = projection(store)
     assert b"" not in {row[ITEM_COLUMNS.index("content")] for row in before["memories"]}
-    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["acme", "globex"]
+    assert [t for t, *_ in check_share(str(path), sorted(TENANTS))] == ["acme", "globex"]
 
     run(store, "UPDATE memories SET content = x'' WHERE tenant_id = 'acme' AND id = 'm1'")
 
-    assert [t for t, *_ in intact.check_share(str(path), sorted(TENANTS))] == ["globex"]
+    assert [t for t, *_ in check_share(str(path), sorted(TENANTS))] == ["globex"]
     service.maintenance.rebuild()
     assert projection(store) == before
     assert service.verify_replay().differences == []
@@ -257,8 +281,8 @@ def test_a_worker_runs_its_module_once_and_answers_each_share(
 
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert answers == [
-        [list(row) for row in intact.check_share(path, ["acme", "globex"])],
-        [list(row) for row in intact.check_share(path, ["globex"])],
+        [list(row) for row in check_share(path, ["acme", "globex"])],
+        [list(row) for row in check_share(path, ["globex"])],
     ]
     assert [t for t, *_ in answers[0]] == ["acme", "globex"]
     assert done.stderr == ""
@@ -277,6 +301,8 @@ NOT_FOR_A_WORKER = (
     "governed_memory.store.sqlite.batch",
     "governed_memory.store.sqlite.bulk",
     "governed_memory.store.sqlite.search",
+    "sqlite3",  # the worker reads with APSW's SQLite, the one copy it opens files with
+    "_sqlite3",
 )
 
 
@@ -297,7 +323,7 @@ def test_a_worker_imports_what_it_checks_with_not_the_store(tmp_path: Path) -> N
     )
 
     loaded = set(done.stdout.split())
-    assert "governed_memory.store.sqlite.intact" in loaded
+    assert intact.WORKER_MODULE in loaded
     assert not [m for m in loaded if m.startswith(NOT_FOR_A_WORKER)], sorted(loaded)
 
 

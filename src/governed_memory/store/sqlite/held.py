@@ -8,10 +8,10 @@ reads with and not the store's write paths.
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from governed_memory.codec import ITEM_COLUMNS
 from governed_memory.records import IndexDoc, IndexedContent
@@ -21,6 +21,24 @@ from governed_memory.store.sqlite import sql
 
 if TYPE_CHECKING:
     from governed_memory.store.sqlite.database import SQLiteDatabase
+
+
+class Rows(Protocol):
+    """What a statement run by a :class:`Reader` gives: its rows, as tuples."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def fetchone(self) -> Any: ...
+
+
+class Reader(Protocol):
+    """A connection these rows are read on: the store's own (``sqlite3``) or a checking
+    worker's (APSW, :mod:`.checker`)."""
+
+    def execute(self, statement: str, bindings: Any = ..., /) -> Rows: ...
+
 
 # Where a column of an item's row is in a REBUILD_ITEMS row after its row id.
 _STATUS = ITEM_COLUMNS.index("status")
@@ -36,7 +54,7 @@ class Held:
     in the snapshot (it changes once any other connection commits anything, this store's
     own writer included) and the tenant's last event then."""
 
-    conn: sqlite3.Connection
+    conn: Reader
     version: int
     through: int
     items: dict[str, tuple[int, tuple[Any, ...]]]
@@ -75,7 +93,7 @@ def held_rows(database: SQLiteDatabase, tenant_id: str, most: int) -> Held | Non
 
 
 def tenant_rows(
-    conn: sqlite3.Connection, tenant_id: str, items: str = sql.REBUILD_ITEMS
+    conn: Reader, tenant_id: str, items: str = sql.REBUILD_ITEMS
 ) -> tuple[dict[str, tuple[int, tuple[Any, ...]]], dict[int, tuple[Any, ...]]]:
     """The tenant's item rows by id, as (row id, row), and its document rows by item row
     id (none read when it has no items). ``items`` is the read of the item rows:
@@ -97,14 +115,14 @@ def still_held(database: SQLiteDatabase, held: Held | None, through: int) -> Hel
     return held if int(version) == held.version else None
 
 
-def head(conn: sqlite3.Connection, tenant_id: str) -> int:
+def head(conn: Reader, tenant_id: str) -> int:
     """The position of the tenant's last event (0: none)."""
     (last,) = conn.execute(sql.TENANT_HEAD, (tenant_id,)).fetchone()
     return int(last)
 
 
 def stored_rows(
-    conn: sqlite3.Connection, tenant_id: str, needed: list[tuple[str, str]], held: Held | None
+    conn: Reader, tenant_id: str, needed: list[tuple[str, str]], held: Held | None
 ) -> Stored:
     """What the tenant's rows hold (its items and documents ``held`` if given), its
     scopes created where its searchable items need one; an empty projection costs a few
@@ -134,9 +152,18 @@ def stored_rows(
     return stored
 
 
-def _postings(conn: sqlite3.Connection, scopes: list[int]) -> list[Posting]:
+def _postings(conn: Reader, scopes: list[int]) -> list[Posting]:
     """Every posting of ``scopes``, as rows."""
     return conn.execute(sql.scopes_postings(len(scopes)), scopes).fetchall()
 
 
-__all__ = ["Held", "head", "held_rows", "still_held", "stored_rows", "tenant_rows"]
+__all__ = [
+    "Held",
+    "Reader",
+    "Rows",
+    "head",
+    "held_rows",
+    "still_held",
+    "stored_rows",
+    "tenant_rows",
+]

@@ -10,18 +10,20 @@ last change, expiry and kind, and its keyed term ids with their frequencies.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import sys
 from array import array
 from collections.abc import Iterable, Mapping
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governed_memory.core.model import ItemState
 from governed_memory.records import IndexDoc
 from governed_memory.store.impact import document_columns, impact, impact_rows
 from governed_memory.store.search_rows import StoredTerms
 from governed_memory.store.sqlite import sql
+
+if TYPE_CHECKING:  # a checking worker imports this module, and no sqlite3 (checker.py)
+    import sqlite3
 
 log = logging.getLogger("governed_memory.store")
 
