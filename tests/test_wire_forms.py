@@ -377,7 +377,6 @@ def test_decoded_events_share_the_values_a_log_repeats() -> None:
             assert getattr(one, name) is getattr(two, name), name
 
 
-
 #: Payload texts a compact row can hold only once edited, from the text it was written with.
 EDITED_PAYLOADS = {
     "whitespace before": lambda text: " " + text,
