@@ -7,7 +7,8 @@ running service over HTTP with the same values and errors.
 Every name is imported on its first use (PEP 562, :data:`_LAZY`), so importing a part of
 the package loads that part only: ``import governed_memory.client`` loads no store, no
 service and no ``cryptography``, and a rebuild's checking worker (``store/sqlite/
-intact.py``) starts without the service, the commands and the results it does not use.
+checker.py``) starts without the service, the commands and the results it does not use.
+A submodule is an attribute of the package once it is imported, as in any package.
 """
 
 from __future__ import annotations

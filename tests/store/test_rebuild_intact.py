@@ -306,12 +306,21 @@ NOT_FOR_A_WORKER = (
 )
 
 
-def test_a_worker_imports_what_it_checks_with_not_the_store(tmp_path: Path) -> None:
+def test_a_worker_imports_what_it_checks_with_not_the_store(
+    service: MemoryService, store: SQLiteStore, tmp_path: Path
+) -> None:
     """A worker is a new interpreter started for each rebuild: its module is imported
     without the package's service, values and store (the package roots import their
-    names on first use), so that it starts at once."""
-    command = intact.worker_command(tmp_path / "unused.sqlite3")
-    code = command[-2].replace("main(sys.argv[1:])", "print(' '.join(sorted(sys.modules)))")
+    names on first use), so that it starts at once; and once it has checked tenants it
+    still has not loaded the standard ``sqlite3``, whose SQLite is not the one it reads
+    the file with."""
+    command = intact.worker_command(store.database.path)
+    checked = f"check_share({str(store.database.path)!r}, ['acme', 'globex'])"
+    code = command[-2].replace(
+        "import main; main(sys.argv[1:])",
+        f"import check_share; print(len({checked})); print(' '.join(sorted(sys.modules)))",
+    )
+    assert code != command[-2]
     done = subprocess.run(
         [*command[:-2], code],
         capture_output=True,
@@ -322,7 +331,9 @@ def test_a_worker_imports_what_it_checks_with_not_the_store(tmp_path: Path) -> N
         check=True,
     )
 
-    loaded = set(done.stdout.split())
+    intact_tenants, modules = done.stdout.splitlines()
+    assert intact_tenants == "2"
+    loaded = set(modules.split())
     assert intact.WORKER_MODULE in loaded
     assert not [m for m in loaded if m.startswith(NOT_FOR_A_WORKER)], sorted(loaded)
 
@@ -513,6 +524,30 @@ def test_workers_that_fail_leave_every_tenant_to_the_rebuild(
     assert isinstance(made[0], NothingIntact)
     assert "checking tenants in worker processes failed (OSError)" in caplog.text
     assert "no process for you" not in caplog.text  # the error's class, never its message
+    assert projection(store) == before
+
+
+def test_without_the_workers_binding_every_tenant_is_rebuilt_here(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An install without APSW (the binding a worker reads with) starts no worker, which
+    would only fail on its import: the warning names what is missing, and the rebuild
+    still repairs every tenant."""
+    monkeypatch.setattr(intact, "READER_MODULE", "governed_memory_no_such_binding")
+    monkeypatch.setattr(intact, "_Worker", None)  # starting one would fail the test
+    made = checks(store, monkeypatch)
+    before = projection(store)
+    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
+
+    assert isinstance(made[0], NothingIntact)
+    assert "governed_memory_no_such_binding is not installed" in caplog.text
     assert projection(store) == before
 
 

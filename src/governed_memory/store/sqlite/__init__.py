@@ -34,4 +34,8 @@ def __getattr__(name: str) -> object:
     return value
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = ["DATABASE_FILE", "SQLiteStore", "Synchronous"]

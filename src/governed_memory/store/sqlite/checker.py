@@ -42,15 +42,16 @@ from governed_memory.store.sqlite.index_rows import document_row
 
 #: How long a worker's read waits for a lock (only WAL recovery takes one from readers).
 BUSY_TIMEOUT_MS = 10_000
-#: How much of the database file a worker reads through a memory map (SQLite lowers it to
-#: its build's limit, 2 GiB by default; the rest is read as usual). A tenant's rows lie on
-#: pages spread over the file, read once each: through the map, a page costs no system
-#: call and no copy. The map is read-only, so a fault (an I/O error raises SIGBUS) can end
-#: a worker, never write to the file, and a worker that dies leaves the work to the rebuild.
-#: A worker's resident size then counts the file's pages it has read (a peak of 236 MiB
-#: checking 500 tenants of a 206 MiB store, against 28 before): the OS page cache's pages,
-#: clean and shared, which ``pread`` fills too; what the worker allocates stays ~15 MiB.
-MMAP_BYTES = 1 << 40
+#: How much of the database file a worker reads through a memory map, at most (the rest
+#: is read as usual): 2 GiB less 64 KiB, the standard ``sqlite3`` module's SQLite's limit,
+#: which APSW's build does not have. A tenant's rows lie on pages spread over the file, read
+#: once each: through the map, a page costs no system call and no copy. The map is
+#: read-only, so a fault (an I/O error raises SIGBUS) can end a worker, never write to the
+#: file, and a worker that dies leaves the work to the rebuild. A worker's resident size
+#: then counts the file's pages it has read (a peak of 236 MiB checking 500 tenants of a
+#: 206 MiB store, against 28 without the map): the OS page cache's pages, clean and
+#: shared, which ``pread`` fills too; what the worker allocates stays ~15 MiB.
+MMAP_BYTES = 0x7FFF0000
 #: Where a TENANT_EVENTS_AFTER row holds a compact event's sealed content (``NULL`` in a row
 #: of the canonical form), and where an item's row holds its content and content version.
 _EVENT_CONTENT = 1 + len(EVENT_COLUMNS) + SPLIT_COLUMNS.index("content")

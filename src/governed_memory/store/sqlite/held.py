@@ -1,6 +1,7 @@
 """A tenant's projection rows as a rebuild compares them with the fold of its log: read
-once, in one snapshot, by the rebuild's swap (:mod:`.bulk`) and by the workers that check
-tenants ahead of it (:mod:`.intact`).
+once, in one snapshot, while the rebuild folds the tenant (the store's ``index_entries``)
+and kept for its swap (:mod:`.bulk`), and by the workers that check tenants ahead of it
+(:mod:`.checker`).
 
 Apart from :mod:`.bulk` so that a checking worker, a process of its own, imports what it
 reads with and not the store's write paths.

@@ -23,6 +23,7 @@ read fails) is logged and leaves every tenant to the rebuild.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -109,6 +110,13 @@ def check(
         or not database.query(sql.ANY_ITEM)  # gmem import's empty projection: all to load
     ):
         return NothingIntact()
+    if importlib.util.find_spec(READER_MODULE) is None:  # found, not imported: see WORKER_MODULE
+        log.warning(
+            "rebuild: %s is not installed, so no worker process can check tenants; "
+            "every tenant is rebuilt in this process",
+            READER_MODULE,
+        )
+        return NothingIntact()
     shares: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
     for share in _shares(tenants, count * SHARES_PER_PROCESS):
         shares.put(share)
@@ -162,6 +170,8 @@ def module_path() -> str:
 #: The module a worker runs (:func:`.checker.main`), named rather than imported: the
 #: rebuild's process never loads the copy of SQLite the worker reads with.
 WORKER_MODULE = "governed_memory.store.sqlite.checker"
+#: The binding the worker reads with (a dependency): without it no worker could start.
+READER_MODULE = "apsw"
 #: What a worker runs: that module imported once. (``python -m`` would import it, then run
 #: it again as ``__main__``.)
 _WORKER_MAIN = f"import sys; from {WORKER_MODULE} import main; main(sys.argv[1:])"
@@ -304,4 +314,11 @@ def _shares(tenants: Sequence[str], count: int) -> list[list[str]]:
     return [list(tenants[start : start + size]) for start in range(0, len(tenants), size)]
 
 
-__all__ = ["PARALLEL_EVENTS", "WORKER_MODULE", "check", "processes", "worker_command"]
+__all__ = [
+    "PARALLEL_EVENTS",
+    "READER_MODULE",
+    "WORKER_MODULE",
+    "check",
+    "processes",
+    "worker_command",
+]
