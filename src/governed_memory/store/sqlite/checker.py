@@ -4,11 +4,11 @@ by :mod:`.intact`, which tells what *intact* means and how the rebuild uses the 
 A worker reads through APSW, not the standard library's ``sqlite3``: the check is mostly
 rows turned into Python values, millions of them, and the standard module (3.11) gives up
 the interpreter's lock and takes it back around every column it reads, which APSW does
-not; its rows cost about half as much (``docs/
-benchmarks.md``, item 1, *fifteenth pass*). Its SQLite is its own copy, so a
-worker opens the database through APSW only and never imports ``sqlite3``: two copies of
-SQLite in one process must not open one file (closing either's descriptor would drop the
-other's POSIX locks). Both read the same file format, WAL and shared-memory index.
+not; its rows cost about half as much (``docs/benchmarks.md``, item 1, *fifteenth
+pass*). Its SQLite is its own copy, so a worker opens the database through APSW only and
+never imports ``sqlite3``: two copies of SQLite in one process must not open one file
+(closing either's descriptor would drop the other's POSIX locks). Both read the same file
+format, write-ahead log and shared-memory index.
 """
 
 from __future__ import annotations
