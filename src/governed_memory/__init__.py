@@ -13,9 +13,9 @@ A submodule is an attribute of the package once it is imported, as in any packag
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from governed_memory import _lazy
 from governed_memory._version import __version__ as __version__
 
 if TYPE_CHECKING:
@@ -113,16 +113,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is an ordinary one
-    return value
+    return _lazy.load(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return _lazy.listed(__name__, _LAZY)
 
 
 __all__ = [

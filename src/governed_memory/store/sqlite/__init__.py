@@ -11,8 +11,9 @@ as a rebuild's checking worker (:mod:`.intact`), does not load the whole store.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from governed_memory import _lazy
 
 if TYPE_CHECKING:
     from governed_memory.store.sqlite.database import Synchronous
@@ -26,16 +27,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:  # a submodule not imported yet: the import system imports it
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is an ordinary one
-    return value
+    return _lazy.load(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return _lazy.listed(__name__, _LAZY)
 
 
 __all__ = ["DATABASE_FILE", "SQLiteStore", "Synchronous"]
