@@ -74,6 +74,23 @@ def _workers(monkeypatch: pytest.MonkeyPatch) -> None:
     workers(monkeypatch)
 
 
+def as_worker(
+    command: list[str], stdin: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run as the rebuild runs a worker (this process's modules on its path),
+    given ``stdin``; it must succeed."""
+    return subprocess.run(
+        command,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=intact.module_path()),
+        cwd=cwd,
+        timeout=60,
+        check=True,
+    )
+
+
 def check_share(
     path: str | Path, tenants: Sequence[str], page: int | None = None
 ) -> list[tuple[Any, ...]]:
@@ -86,16 +103,7 @@ def check_share(
         paged = f"import {intact.WORKER_MODULE} as c; c.EVENT_PAGE = {page}; from "
         assert command[-2].count("; from ") == 1
         command[-2] = command[-2].replace("; from ", f"; {paged}")
-    done = subprocess.run(
-        command,
-        input=json.dumps(list(tenants)) + "\n",
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=intact.module_path()),
-        timeout=60,
-        check=True,
-    )
-    (answer,) = done.stdout.splitlines()
+    (answer,) = as_worker(command, json.dumps(list(tenants)) + "\n").stdout.splitlines()
     return [tuple(row) for row in json.loads(answer)]
 
 
@@ -268,15 +276,8 @@ def test_a_worker_runs_its_module_once_and_answers_each_share(
     """Started as the rebuild starts it: one answer a share, and nothing on its standard
     error (``python -m`` ran the module a second time as ``__main__``, with a warning)."""
     path = str(store.database.path)
-    done = subprocess.run(
-        intact.worker_command(store.database.path),
-        input='["acme", "globex"]\n["globex"]\n',
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=intact.module_path()),
-        cwd=tmp_path,
-        timeout=60,
-        check=True,
+    done = as_worker(
+        intact.worker_command(store.database.path), '["acme", "globex"]\n["globex"]\n', tmp_path
     )
 
     answers = [json.loads(line) for line in done.stdout.splitlines()]
@@ -321,15 +322,7 @@ def test_a_worker_imports_what_it_checks_with_not_the_store(
         f"import check_share; print(len({checked})); print(' '.join(sorted(sys.modules)))",
     )
     assert code != command[-2]
-    done = subprocess.run(
-        [*command[:-2], code],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=intact.module_path()),
-        cwd=tmp_path,
-        timeout=60,
-        check=True,
-    )
+    done = as_worker([*command[:-2], code], "", tmp_path)
 
     intact_tenants, modules = done.stdout.splitlines()
     assert intact_tenants == "2"
@@ -503,6 +496,25 @@ def test_accepted_tenants_scope_ids_replace_what_the_writer_remembered(
     assert service.verify_replay().differences == []
 
 
+def repaired_without_workers(
+    service: MemoryService,
+    store: SQLiteStore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> IntactCheck:
+    """Damage an item's row, rebuild with the store's warnings captured and find it
+    repaired; the check the rebuild got."""
+    made = checks(store, monkeypatch)
+    before = projection(store)
+    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
+
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
+
+    assert projection(store) == before
+    return made[0]
+
+
 def test_workers_that_fail_leave_every_tenant_to_the_rebuild(
     service: MemoryService,
     store: SQLiteStore,
@@ -514,17 +526,12 @@ def test_workers_that_fail_leave_every_tenant_to_the_rebuild(
         raise OSError("no process for you")
 
     monkeypatch.setattr(intact._Worker, "__enter__", refused)
-    made = checks(store, monkeypatch)
-    before = projection(store)
-    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
 
-    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
-        assert service.maintenance.rebuild() == 9
+    made = repaired_without_workers(service, store, monkeypatch, caplog)
 
-    assert isinstance(made[0], NothingIntact)
+    assert isinstance(made, NothingIntact)
     assert "checking tenants in worker processes failed (OSError)" in caplog.text
     assert "no process for you" not in caplog.text  # the error's class, never its message
-    assert projection(store) == before
 
 
 def test_without_the_workers_binding_every_tenant_is_rebuilt_here(
@@ -539,16 +546,11 @@ def test_without_the_workers_binding_every_tenant_is_rebuilt_here(
     still repairs every tenant."""
     monkeypatch.setattr(intact, "READER_MODULE", "governed_memory_no_such_binding")
     monkeypatch.setattr(intact, "_Worker", None)  # starting one would fail the test
-    made = checks(store, monkeypatch)
-    before = projection(store)
-    run(store, f"UPDATE memories SET confidence = confidence / 2 WHERE rowid = {ITEM}")
 
-    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
-        assert service.maintenance.rebuild() == 9
+    made = repaired_without_workers(service, store, monkeypatch, caplog)
 
-    assert isinstance(made[0], NothingIntact)
+    assert isinstance(made, NothingIntact)
     assert "governed_memory_no_such_binding is not installed" in caplog.text
-    assert projection(store) == before
 
 
 #: A worker that reads its first share and then says nothing for 30 s.
