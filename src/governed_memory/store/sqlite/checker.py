@@ -52,6 +52,12 @@ BUSY_TIMEOUT_MS = 10_000
 #: 206 MiB store, against 28 without the map): the OS page cache's pages, clean and
 #: shared, which ``pread`` fills too; what the worker allocates stays ~15 MiB.
 MMAP_BYTES = 0x7FFF0000
+#: How a worker opens the database: read only, by URI (for ``mode=ro``), and without the
+#: connection's mutex. SQLite's default (serialized) takes that mutex on every step and
+#: every column read, about 200 times an event checked; a worker reads on one thread,
+#: its one connection at a time, which is all SQLite's multi-thread mode asks. (3.5 % of a
+#: worker's instructions, ``docs/benchmarks.md`` item 1, *sixteenth pass*.)
+OPEN_FLAGS = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOMUTEX
 #: Where a TENANT_EVENTS_AFTER row holds a compact event's sealed content (``NULL`` in a row
 #: of the canonical form), and where an item's row holds its content and content version.
 _EVENT_CONTENT = 1 + len(EVENT_COLUMNS) + SPLIT_COLUMNS.index("content")
@@ -67,7 +73,7 @@ def check_share(path: str, tenants: Sequence[str]) -> list[tuple[str, int, int, 
     of ``tenants``, each checked in one snapshot on a read-only connection."""
     gc.disable()  # short-lived, and its millions of tuples form no cycles
     uri = Path(path).resolve().as_uri() + "?mode=ro"
-    conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    conn = apsw.Connection(uri, flags=OPEN_FLAGS)
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
@@ -202,4 +208,4 @@ def main(argv: Sequence[str]) -> None:
     os._exit(0)
 
 
-__all__ = ["BUSY_TIMEOUT_MS", "MMAP_BYTES", "check_share", "main"]
+__all__ = ["BUSY_TIMEOUT_MS", "MMAP_BYTES", "OPEN_FLAGS", "check_share", "main"]
