@@ -55,8 +55,8 @@ MMAP_BYTES = 0x7FFF0000
 #: How a worker opens the database: read only, by URI (for ``mode=ro``), and without the
 #: connection's mutex. SQLite's default (serialized) takes that mutex on every step and
 #: every column read, about 200 times an event checked; a worker reads on one thread,
-#: its one connection at a time, which is all SQLite's multi-thread mode asks. (3.5 % of a
-#: worker's instructions, ``docs/benchmarks.md`` item 1, *sixteenth pass*.)
+#: its one connection at a time, which is all SQLite's multi-thread mode asks. (3.2 % of
+#: a worker's instructions, ``docs/benchmarks.md`` item 1, *sixteenth pass*.)
 OPEN_FLAGS = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOMUTEX
 #: Where a TENANT_EVENTS_AFTER row holds a compact event's sealed content (``NULL`` in a row
 #: of the canonical form), and where an item's row holds its content and content version.
