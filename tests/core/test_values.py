@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from governed_memory.core import values as v
 from governed_memory.errors import ValidationError
@@ -81,6 +83,26 @@ def test_micros_round_trip() -> None:
     at = datetime(2026, 12, 2, 9, 30, 1, 123456, tzinfo=timezone(timedelta(hours=1)))
     assert v.from_micros(v.to_micros(at)) == at
     assert v.rfc3339(at) == "2026-12-02T08:30:01.123456Z"
+
+
+# The instants a datetime can hold, as microseconds since the epoch (year 1 to 9999).
+FIRST_MICROS = v.to_micros(datetime.min.replace(tzinfo=UTC))
+LAST_MICROS = v.to_micros(datetime.max.replace(tzinfo=UTC))
+
+
+@given(st.integers(min_value=FIRST_MICROS, max_value=LAST_MICROS))
+def test_every_stored_instant_reads_back_as_the_instant_it_counts(micros: int) -> None:
+    """A stored count of microseconds is that many after the epoch, and back again."""
+    at = v.from_micros(micros)
+    assert at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    assert at.tzinfo is UTC
+    assert v.to_micros(at) == micros
+
+
+@pytest.mark.parametrize("micros", [FIRST_MICROS - 1, LAST_MICROS + 1, 10**30, -(10**30)])
+def test_a_stored_instant_no_datetime_can_hold_is_refused(micros: int) -> None:
+    with pytest.raises(OverflowError):
+        v.from_micros(micros)
 
 
 def test_provenance_requires_source_and_ref_and_nothing_else() -> None:
