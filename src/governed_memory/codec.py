@@ -504,9 +504,9 @@ def _provenance_json(provenance: Provenance) -> str:
 
 
 def item_row(item: ItemState) -> tuple[Any, ...]:
-    """An item as a row in :data:`ITEM_COLUMNS` order. (An enum member's value is read as
-    ``_value_``, the attribute ``Enum.value`` reads through a Python-level property at
-    three times the cost: a rebuild makes every item's row.)"""
+    """An item as a row in :data:`ITEM_COLUMNS` order. Each enum member's value is read
+    from ``_value_``, the attribute behind ``Enum.value``, whose Python-level property
+    costs three times as much: a rebuild makes every item's row."""
     return (
         item.tenant_id,
         item.id,
