@@ -6,7 +6,7 @@ the same parts (``store``, ``database``, ``batch``, ``search``, ``bulk``, ``sql`
 purge of the write-ahead log after a key is destroyed.
 
 The names below are imported on first use (PEP 562): a process that needs one part, such
-as a rebuild's checking worker (:mod:`.intact`), does not load the whole store.
+as a rebuild's checking worker (:mod:`.checker`), does not load the whole store.
 """
 
 from __future__ import annotations
