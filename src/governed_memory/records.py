@@ -177,7 +177,8 @@ class SearchRows:
     """What the search index holds of one item, as ``gmem replay --verify`` compares it
     with the item's content: the (agent, purpose) scopes its rows are under, the
     frequency of each term in its postings, its document row's length and terms with their
-    frequencies (``None``: no document row), and whether it has a vector."""
+    frequencies (``None``: no document row, or one whose terms cannot be read), and
+    whether it has a vector."""
 
     scopes: set[tuple[str, str]] = field(default_factory=set)
     postings: dict[int, int] = field(default_factory=dict)

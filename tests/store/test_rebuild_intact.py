@@ -32,11 +32,13 @@ from tests.store.test_rebuild_repairs import (
     ACME,
     DAMAGES,
     ITEM,
+    UNREADABLE,
     Damage,
     ids,
     projection,
     run,
     two_tenants,
+    unreadable,
     versions,
 )
 from tests.support.fakes import body
@@ -163,6 +165,28 @@ def test_a_tenant_damaged_before_the_check_is_not_intact_and_is_repaired(
     assert ids(service, "email") == searched
     both = str(damage) in ACROSS_TENANTS
     assert set(made[0].tenants) == (set() if both else {"globex"})  # the undamaged are found
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_tenant_with_a_document_whose_terms_cannot_be_read_is_not_intact_and_is_repaired(
+    service: MemoryService,
+    store: SQLiteStore,
+    workers: None,
+    name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker reading it does not fail: it finds acme not intact (globex is), and the
+    rebuild indexes the item again from its content."""
+    made = checks(store, monkeypatch)
+    before, searched = projection(store), ids(service, "email")
+    run(store, *unreadable(name, store).statements)
+
+    service.maintenance.rebuild()
+
+    assert set(made[0].tenants) == {"globex"}
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+    assert ids(service, "email") == searched
 
 
 @pytest.mark.parametrize("page", [1, 2, 3, 7])

@@ -22,8 +22,9 @@ from governed_memory.crypto import Keyring
 from governed_memory.ports import Store
 from governed_memory.service import MemoryService
 from governed_memory.store import rebuild_diff
-from governed_memory.store.search_rows import _terms
+from governed_memory.store.search_rows import document_terms
 from governed_memory.store.sqlite import SQLiteStore, sql
+from governed_memory.store.sqlite import search as sqlite_search
 from tests.conftest import make_store
 from tests.support.fakes import FakeClock, body, principal, query
 
@@ -108,7 +109,10 @@ def projection(store: Store) -> dict[str, list[Any]]:
 def _plain(row: tuple[Any, ...], table: str) -> tuple[Any, ...]:
     """A row with its values as Python values alike on both backends."""
     if table == "search_docs":  # terms and frequencies: packed blobs or two arrays
-        return (*row[:-2], sorted(_terms(row[-2], row[-1]).items()))
+        terms = document_terms(row[-2], row[-1])
+        if terms is None:
+            return (*row[:-2], "unreadable", repr(row[-2]), repr(row[-1]))
+        return (*row[:-2], sorted(terms.items()))
     return tuple(bytes(value) if isinstance(value, memoryview) else value for value in row)
 
 
@@ -283,6 +287,40 @@ DAMAGES = [
 ]
 
 
+#: Damages that leave a document's terms unreadable (not merely other terms): by name,
+#: the statement for each backend (SQLite packs the terms into blobs, PostgreSQL keeps
+#: two arrays). m1's document has three terms.
+UNREADABLE = {
+    "a document's terms not whole term ids": {
+        "sqlite": f"UPDATE search_docs SET terms = substr(terms, 1, 7) WHERE item = {ITEM}",
+        "postgres": f"UPDATE search_docs SET terms[2] = NULL WHERE item = {ITEM}",
+    },
+    "a document of fewer frequencies than terms": {
+        "sqlite": (
+            f"UPDATE search_docs SET tfs = substr(tfs, 1, length(tfs) - 2) WHERE item = {ITEM}"
+        ),
+        "postgres": (
+            f"UPDATE search_docs SET tfs = tfs[1:cardinality(tfs) - 1] WHERE item = {ITEM}"
+        ),
+    },
+}
+
+
+def unreadable(name: str, store: Store) -> Damage:
+    """The damage ``name`` of :data:`UNREADABLE`, in the statement for ``store``."""
+    backend = "sqlite" if isinstance(store, SQLiteStore) else "postgres"
+    return Damage(name, (UNREADABLE[name][backend],))
+
+
+def postings_of(store: Store, memory_id: str) -> int:
+    """How many postings the item ``memory_id`` of acme has."""
+    database = getattr(store, "database")  # noqa: B009 - both SQL stores have one
+    item = ITEM.replace("'m1'", f"'{memory_id}'")
+    with database.write_transaction() as conn:
+        (count,) = conn.execute(f"SELECT count(*) FROM postings WHERE item = {item}").fetchone()
+    return int(count)
+
+
 @pytest.fixture(params=["compared", "rewritten whole"])
 def tenant_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Whether the rebuild compares each tenant's rows with the fold, or (as for a tenant
@@ -310,6 +348,55 @@ def test_a_rebuild_repairs_each_damaged_projection_row(
     assert projection(store) == before
     assert service.verify_replay().differences == []
     assert ids(service, "email") == searched
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_document_whose_terms_cannot_be_read_is_reported_by_verify_and_repaired_by_a_rebuild(
+    service: MemoryService, store: Store, name: str, tenant_size: str
+) -> None:
+    """Its index entry counts as absent: verify names the item's document as differing
+    (it does not fail), and a rebuild indexes the item again from its content (it does
+    not fail either), leaving every table as the writes left it."""
+    before, searched = projection(store), ids(service, "email")
+    run(store, *unreadable(name, store).statements)
+    assert projection(store) != before
+
+    assert service.verify_replay().differences == [
+        "acme/m1: search rows differ from its content's: document"
+    ]
+    service.maintenance.rebuild()
+
+    assert projection(store) == before
+    assert service.verify_replay().differences == []
+    assert ids(service, "email") == searched
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_document_whose_terms_cannot_be_read_stops_no_write_and_no_erasure(
+    service: MemoryService, store: Store, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Searches are still answered; rewriting the item drops its old postings all the
+    same (every posting of the item in its scope, found by a scan); erasing it leaves no
+    posting."""
+    searched = ids(service, "habit")
+    run(store, *unreadable(name, store).statements)
+    assert set(ids(service, "habit")) <= set(searched)  # answered; nothing new matches
+    # a large scope's subject items are scored from their documents (SQLite): m1's skipped
+    monkeypatch.setattr(sqlite_search, "SMALL_SCOPE_POSTINGS", 0)
+    subject = service.search(ACME, query("habit", subject_id="customer-1")).items
+    monkeypatch.undo()
+    assert {hit.item.id for hit in subject} <= set(searched)
+
+    service.write(ACME, body(id="m1", content="Lunch on Tuesdays.", expected_version=1))
+    assert "m1" not in ids(service, "habit")
+    assert ids(service, "lunch") == ["m1"]
+    assert service.verify_replay().differences == []
+
+    run(store, *unreadable(name, store).statements)
+    service.erase(DPO, "m1")
+    assert postings_of(store, "m1") == 0
+    assert ids(service, "lunch") == []
+    assert service.verify_replay().differences == []
 
 
 def test_a_rebuild_of_an_intact_projection_writes_nothing(

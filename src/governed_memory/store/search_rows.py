@@ -58,10 +58,15 @@ class StoredTerms(dict[int, int]):
         self.stored = stored
 
     @classmethod
-    def read(cls, terms: Any, tfs: Any) -> StoredTerms:
-        """The terms of a document's two columns as read (see :func:`_terms`), unpacked
-        straight into the mapping."""
-        return cls(_pairs(terms, tfs), (terms, tfs))
+    def read(cls, terms: Any, tfs: Any) -> StoredTerms | None:
+        """The terms of a document's two columns as read (see :func:`document_terms`),
+        unpacked straight into the mapping; ``None`` if the columns do not hold a
+        document's terms (damaged), so that the entry counts as absent and a rebuild
+        indexes the item again from its content instead of failing."""
+        try:
+            return cls(_pairs(terms, tfs), (terms, tfs))
+        except UNREADABLE:
+            return None
 
 
 def index_entries(
@@ -69,14 +74,14 @@ def index_entries(
 ) -> dict[str, IndexedContent]:
     """Each active item's index entry of the tenant, by memory id (see ``Store``)."""
     rows = database.query(ENTRIES.replace("{P}", placeholder), (tenant_id,))
-    return {
-        memory_id: IndexedContent(
-            int(version),
-            str(content_hash),
-            IndexDoc(StoredTerms.read(terms, tfs), int(length)),
-        )
-        for memory_id, version, content_hash, length, terms, tfs in rows
-    }
+    found: dict[str, IndexedContent] = {}
+    for memory_id, version, content_hash, length, terms, tfs in rows:
+        stored = StoredTerms.read(terms, tfs)
+        if stored is not None:  # else no entry: the item is indexed again
+            found[memory_id] = IndexedContent(
+                int(version), str(content_hash), IndexDoc(stored, int(length))
+            )
+    return found
 
 
 def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[str, SearchRows]:
@@ -92,7 +97,7 @@ def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[st
     for memory_id, rowid, agent, purpose, length, terms, tfs in rows_of(DOCUMENTS):
         rows = _entry(found, memory_id, rowid, agent, purpose)
         rows.length = int(length)
-        rows.terms = _terms(terms, tfs)
+        rows.terms = document_terms(terms, tfs)
     for memory_id, rowid, agent, purpose in rows_of(VECTORS):
         _entry(found, memory_id, rowid, agent, purpose).vector = True
     return found
@@ -106,21 +111,30 @@ def _entry(
     return rows
 
 
-def _terms(
-    terms: bytes | memoryview | list[int], tfs: bytes | memoryview | list[int]
-) -> dict[int, int]:
+#: What reading a document's two columns raises when they do not hold its terms: a blob
+#: that is not whole integers, a count of terms other than of frequencies, a NULL column
+#: or element. Such a document is treated as unreadable, never as a reason to fail.
+UNREADABLE = (ValueError, TypeError)
+
+
+def document_terms(terms: Any, tfs: Any) -> dict[int, int] | None:
     """A document's terms and their frequencies: packed blobs of 64-bit and 16-bit
-    integers (SQLite), or two arrays (PostgreSQL)."""
-    return dict(_pairs(terms, tfs))
+    integers (SQLite), or two arrays (PostgreSQL); ``None`` if the columns do not hold a
+    document's terms (see :data:`UNREADABLE`)."""
+    try:
+        return dict(_pairs(terms, tfs))
+    except UNREADABLE:
+        return None
 
 
 def _pairs(
     terms: bytes | memoryview | list[int], tfs: bytes | memoryview | list[int]
 ) -> Iterator[tuple[int, int]]:
-    """(term, frequency) of each of a document's terms, as :func:`_terms` reads them."""
+    """(term, frequency) of each of a document's terms, as :func:`document_terms` reads
+    them (raising one of :data:`UNREADABLE` while iterated, or at once)."""
     if isinstance(terms, list) and isinstance(tfs, list):
         return zip(map(int, terms), map(int, tfs), strict=True)
     return zip(array("q", bytes(terms)), array("H", bytes(tfs)), strict=True)
 
 
-__all__ = ["StoredTerms", "index_entries", "search_rows"]
+__all__ = ["UNREADABLE", "StoredTerms", "document_terms", "index_entries", "search_rows"]

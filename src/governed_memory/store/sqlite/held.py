@@ -63,18 +63,21 @@ class Held:
 
     def entries(self) -> dict[str, IndexedContent]:
         """What ``Store.index_entries`` returns, from these rows: each active item's
-        document, with the content version and hash of its row."""
+        document, with the content version and hash of its row (none for a document
+        whose terms cannot be read: see ``StoredTerms.read``)."""
         found: dict[str, IndexedContent] = {}
         documents = self.documents
         for memory_id, (rowid, row) in self.items.items():
             document = documents.get(rowid)
             if document is None or row[_STATUS] != "active":
                 continue
-            terms, tfs = document[7], document[8]
+            stored = StoredTerms.read(document[7], document[8])
+            if stored is None:  # unreadable: no entry, the item is indexed again
+                continue
             found[memory_id] = IndexedContent(
                 int(row[_CONTENT_VERSION]),
                 str(row[_CONTENT_HASH]),
-                IndexDoc(StoredTerms.read(terms, tfs), int(document[2])),
+                IndexDoc(stored, int(document[2])),
             )
         return found
 

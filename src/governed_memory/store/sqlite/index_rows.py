@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from governed_memory.core.model import ItemState
 from governed_memory.records import IndexDoc
 from governed_memory.store.impact import document_columns, impact, impact_rows
-from governed_memory.store.search_rows import StoredTerms
+from governed_memory.store.search_rows import StoredTerms, document_terms
 from governed_memory.store.sqlite import sql
 
 if TYPE_CHECKING:  # a checking worker imports this module, and no sqlite3 (checker.py)
@@ -41,12 +41,10 @@ def pack(terms: Mapping[int, int]) -> tuple[bytes, bytes]:
     return array("q", terms).tobytes(), array("H", terms.values()).tobytes()
 
 
-def unpack(packed_terms: bytes, packed_tfs: bytes) -> dict[int, int]:
-    """The term → frequency map of a document's two blobs."""
-    terms, tfs = array("q"), array("H")
-    terms.frombytes(packed_terms)
-    tfs.frombytes(packed_tfs)
-    return dict(zip(terms, tfs, strict=True))
+def unpack(packed_terms: bytes, packed_tfs: bytes) -> dict[int, int] | None:
+    """The term → frequency map of a document's two blobs; ``None`` if they do not hold
+    a document's terms (damaged: see ``search_rows.UNREADABLE``)."""
+    return document_terms(packed_terms, packed_tfs)
 
 
 def needles(terms: Iterable[int]) -> dict[int, bytes]:
@@ -102,24 +100,29 @@ def drop_index(conn: sqlite3.Connection, rowid: int) -> None:
 
     The postings are deleted by their exact keys, recomputed from the document; if fewer
     go than the document has terms (document and postings disagree: drift, corruption),
-    every posting of the item in its scope is deleted instead (a scan of the scope), so an
-    erased item never leaves a posting behind.
+    or the document's terms cannot be read at all, every posting of the item in its scope
+    is deleted instead (a scan of the scope), so an erased item never leaves a posting
+    behind and a damaged document never stops a write.
     """
     old = conn.execute(sql.OLD_DOCUMENT, (rowid,)).fetchone()
     if old is None:
         return
     scope, length, packed_terms, packed_tfs = old
     terms = unpack(packed_terms, packed_tfs)
-    deleted = conn.executemany(
-        sql.DELETE_POSTING,
-        [(scope, term, impact(tf, length), rowid) for term, tf in terms.items()],
-    ).rowcount
-    if deleted != len(terms):
-        stray = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
-        log.warning(
-            "search document and postings disagreed; %d stray postings deleted by scan",
-            stray,
-        )
+    if terms is None:
+        deleted = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
+        log.warning("search document unreadable; its item's %d postings deleted by scan", deleted)
+    else:
+        deleted = conn.executemany(
+            sql.DELETE_POSTING,
+            [(scope, term, impact(tf, length), rowid) for term, tf in terms.items()],
+        ).rowcount
+        if deleted != len(terms):
+            stray = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
+            log.warning(
+                "search document and postings disagreed; %d stray postings deleted by scan",
+                stray,
+            )
     conn.execute(sql.DELETE_DOCUMENT, (rowid,))
     conn.execute(sql.DELETE_VECTOR, (rowid,))
     conn.execute(sql.DOCUMENT_REMOVED, (length, scope))

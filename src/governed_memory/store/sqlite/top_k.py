@@ -261,6 +261,8 @@ class ScopedSearch:
             sql.documents(len(items)), items
         ):
             held = unpack(packed_terms, packed_tfs)
+            if held is None:  # damaged: no match until a rebuild indexes it again
+                continue
             matched = {t: tf for t, tf in held.items() if t in terms}
             if matched:  # an item holding no query term is no match
                 frequencies[item] = matched
