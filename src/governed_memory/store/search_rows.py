@@ -9,6 +9,7 @@ row id, so verify can name it.
 
 from __future__ import annotations
 
+import logging
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from governed_memory.records import IndexDoc, IndexedContent, SearchRows
 
 if TYPE_CHECKING:
     from governed_memory.store.sql_reads import Database
+
+log = logging.getLogger("governed_memory.store")
 
 _ITEM = "LEFT JOIN memories AS m ON m.rowid = r.item AND m.tenant_id = s.tenant_id"
 _SCOPE = "JOIN scopes AS s ON s.id = r.scope"
@@ -75,13 +78,29 @@ def index_entries(
     """Each active item's index entry of the tenant, by memory id (see ``Store``)."""
     rows = database.query(ENTRIES.replace("{P}", placeholder), (tenant_id,))
     found: dict[str, IndexedContent] = {}
+    unreadable = 0
     for memory_id, version, content_hash, length, terms, tfs in rows:
         stored = StoredTerms.read(terms, tfs)
-        if stored is not None:  # else no entry: the item is indexed again
-            found[memory_id] = IndexedContent(
-                int(version), str(content_hash), IndexDoc(stored, int(length))
-            )
+        if stored is None:  # no entry: the item is indexed again
+            unreadable += 1
+            continue
+        found[memory_id] = IndexedContent(
+            int(version), str(content_hash), IndexDoc(stored, int(length))
+        )
+    warn_unreadable(unreadable)
     return found
+
+
+def warn_unreadable(count: int) -> None:
+    """Say (without content) that a tenant's index entries left out ``count`` documents
+    whose terms could not be read, if any: damage behind the service's back, or a read
+    of the wrong columns, which must not pass as a quiet re-index."""
+    if count:
+        log.warning(
+            "rebuild: a tenant's search documents could not be read (%d); "
+            "their items are indexed again from their content",
+            count,
+        )
 
 
 def search_rows(database: Database, placeholder: str, tenant_id: str) -> dict[str, SearchRows]:
@@ -115,6 +134,8 @@ def _entry(
 #: that is not whole integers, a count of terms other than of frequencies, a NULL column
 #: or element. Such a document is treated as unreadable, never as a reason to fail.
 UNREADABLE = (ValueError, TypeError)
+#: The forms a blob column is read in (SQLite).
+_PACKED = (bytes, memoryview)
 
 
 def document_terms(terms: Any, tfs: Any) -> dict[int, int] | None:
@@ -131,10 +152,20 @@ def _pairs(
     terms: bytes | memoryview | list[int], tfs: bytes | memoryview | list[int]
 ) -> Iterator[tuple[int, int]]:
     """(term, frequency) of each of a document's terms, as :func:`document_terms` reads
-    them (raising one of :data:`UNREADABLE` while iterated, or at once)."""
+    them (raising one of :data:`UNREADABLE` while iterated, or at once: ``ValueError`` for
+    columns that are not two blobs nor two arrays, ``bytes(16)`` being sixteen zeros)."""
+    if isinstance(terms, _PACKED) and isinstance(tfs, _PACKED):
+        return zip(array("q", bytes(terms)), array("H", bytes(tfs)), strict=True)
     if isinstance(terms, list) and isinstance(tfs, list):
         return zip(map(int, terms), map(int, tfs), strict=True)
-    return zip(array("q", bytes(terms)), array("H", bytes(tfs)), strict=True)
+    raise ValueError("a document's terms are not two blobs nor two arrays")
 
 
-__all__ = ["UNREADABLE", "StoredTerms", "document_terms", "index_entries", "search_rows"]
+__all__ = [
+    "UNREADABLE",
+    "StoredTerms",
+    "document_terms",
+    "index_entries",
+    "search_rows",
+    "warn_unreadable",
+]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from governed_memory.codec import ITEM_COLUMNS
 from governed_memory.records import IndexDoc, IndexedContent
 from governed_memory.store.rebuild_diff import Posting, Stored
-from governed_memory.store.search_rows import StoredTerms
+from governed_memory.store.search_rows import StoredTerms, warn_unreadable
 from governed_memory.store.sqlite import sql
 
 if TYPE_CHECKING:
@@ -67,18 +67,21 @@ class Held:
         whose terms cannot be read: see ``StoredTerms.read``)."""
         found: dict[str, IndexedContent] = {}
         documents = self.documents
+        unreadable = 0
         for memory_id, (rowid, row) in self.items.items():
             document = documents.get(rowid)
             if document is None or row[_STATUS] != "active":
                 continue
             stored = StoredTerms.read(document[7], document[8])
             if stored is None:  # unreadable: no entry, the item is indexed again
+                unreadable += 1
                 continue
             found[memory_id] = IndexedContent(
                 int(row[_CONTENT_VERSION]),
                 str(row[_CONTENT_HASH]),
                 IndexDoc(stored, int(document[2])),
             )
+        warn_unreadable(unreadable)
         return found
 
 
