@@ -385,52 +385,70 @@ def test_a_document_whose_terms_cannot_be_read_is_reported_by_verify_and_repaire
 
 
 def test_a_sqlite_document_whose_terms_are_a_number_is_not_read_as_term_ids(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SQLite does not hold a column to its declared type: an integer 24 in ``terms``
     would read, as ``bytes(24)``, as three term ids 0 beside m1's three frequencies. It
-    is no blob, so it is unreadable: the rebuild indexes m1 again from its content."""
+    is no blob, so it is unreadable: searches leave m1 out where they read documents
+    (and fail nowhere), and the rebuild indexes m1 again from its content."""
     store = SQLiteStore(tmp_path / "gmem.sqlite3")
     service = two_tenants(store)
-    before = projection(store)
+    before, searched = projection(store), ids(service, "habit")
     run(store, f"UPDATE search_docs SET terms = 24 WHERE item = {ITEM}")
 
+    assert ids(service, "habit") == searched
+    assert large_scope_searches(service, monkeypatch) == {
+        "top": {"m2", "m3"},
+        "subject": {"m2", "m3"},
+    }
     assert service.verify_replay().differences == [
         "acme/m1: search rows differ from its content's: document"
     ]
-    service.maintenance.rebuild()
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        service.maintenance.rebuild()
+
+    assert [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()] == [
+        "rebuild: a tenant's search documents could not be read (1); "
+        "their items are indexed again from their content"
+    ]
 
     assert projection(store) == before
     assert service.verify_replay().differences == []
     store.close()
 
 
-def large_scope_subject_search(
+def large_scope_searches(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch
-) -> list[str]:
-    """The ids a search for "habit" of customer-1's items finds, its scope taken as large
-    (on SQLite, a large scope's subject items are scored from their documents)."""
+) -> dict[str, set[str]]:
+    """The ids searches for "habit" find with their scope taken as large (on SQLite, a
+    large scope's items are scored from their documents): the top few (the threshold
+    algorithm), and customer-1's items."""
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_search, "SMALL_SCOPE_POSTINGS", 0)
-        found = service.search(ACME, query("habit", subject_id="customer-1")).items
-    return [hit.item.id for hit in found]
+        top = service.search(ACME, query("habit", limit=3)).items
+        subject = service.search(ACME, query("habit", subject_id="customer-1")).items
+    return {
+        "top": {hit.item.id for hit in top},
+        "subject": {hit.item.id for hit in subject},
+    }
 
 
 @pytest.mark.parametrize("name", sorted(UNREADABLE))
 def test_a_document_whose_terms_cannot_be_read_stops_no_write_and_no_erasure(
     service: MemoryService, store: Store, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Searches are still answered; rewriting the item drops its old postings all the
-    same (every posting of the item in its scope, found by a scan); erasing it leaves no
-    posting."""
-    searched, subject = ids(service, "habit"), large_scope_subject_search(service, monkeypatch)
-    assert set(searched) == set(subject) == {"m1", "m2", "m3"}
+    """Searches are still answered: from the intact postings as before, but for SQLite's
+    searches of a large scope, which score items from their documents and leave this one
+    out until a rebuild. Rewriting the item drops its old postings all the same (every
+    posting of the item in its scope, found by a scan); erasing it leaves no posting."""
+    searched, large = ids(service, "habit"), large_scope_searches(service, monkeypatch)
+    assert {*searched} == large["top"] == large["subject"] == {"m1", "m2", "m3"}
     run(store, *unreadable(name, store).statements)
 
     assert ids(service, "habit") == searched  # ranked from the postings, which are intact
-    # SQLite scores a large scope's subject items from their documents: m1's is left out
+    # SQLite scores a large scope's items from their documents: m1's is left out
     left = {"m2", "m3"} if isinstance(store, SQLiteStore) else {"m1", "m2", "m3"}
-    assert set(large_scope_subject_search(service, monkeypatch)) == left
+    assert large_scope_searches(service, monkeypatch) == {"top": left, "subject": left}
 
     service.write(ACME, body(id="m1", content="Lunch on Tuesdays.", expected_version=1))
     assert "m1" not in ids(service, "habit")
@@ -445,14 +463,17 @@ def test_a_document_whose_terms_cannot_be_read_stops_no_write_and_no_erasure(
 
 
 def test_a_rebuild_of_an_intact_projection_writes_nothing(
-    service: MemoryService, store: Store
+    service: MemoryService, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Over a projection that already is the fold of the log, a rebuild only reads: no
     row of any projection table is written (SQLite counts none changed; on PostgreSQL
-    every row keeps its physical version)."""
+    every row keeps its physical version), and every document it read was readable (a
+    read of the wrong columns would index every item again and write the same rows)."""
     before = versions(store)
-    assert service.maintenance.rebuild() == 9
+    with caplog.at_level(logging.WARNING, logger="governed_memory.store"):
+        assert service.maintenance.rebuild() == 9
     assert versions(store) == before
+    assert [r for r in caplog.records if "could not be read" in r.getMessage()] == []
 
 
 def test_a_tenant_too_large_to_compare_is_rewritten_whole_and_its_scopes_move(

@@ -54,9 +54,18 @@ def needles(terms: Iterable[int]) -> dict[int, bytes]:
 
 def frequencies_in(
     packed_terms: bytes, packed_tfs: bytes, wanted: Mapping[int, bytes]
-) -> dict[int, int]:
+) -> dict[int, int] | None:
     """The frequencies of the ``wanted`` terms a document holds, found in its blobs
-    without unpacking them (a search needs two or three of its terms, not all)."""
+    without unpacking them (a search needs two or three of its terms, not all); ``None``
+    if the two are not blobs of whole ids and as many frequencies (damaged: as for
+    :func:`unpack`, the document cannot be read)."""
+    if (
+        type(packed_terms) is not bytes
+        or type(packed_tfs) is not bytes
+        or len(packed_terms) % 8
+        or len(packed_tfs) * 4 != len(packed_terms)
+    ):
+        return None
     found: dict[int, int] = {}
     for term, needle in wanted.items():
         at = packed_terms.find(needle)

@@ -377,9 +377,11 @@ class ThresholdSearch:
 
     def exact(self, row: Sequence[Any]) -> tuple[int, tuple[dict[int, int], int], float | None]:
         """A document's item, its query terms' frequencies and length, and its score by the
-        core's formula (``None`` if expired or of a kind not asked for)."""
+        core's formula (``None`` if expired, of a kind not asked for, or unreadable)."""
         item, length, confidence, updated_at, expires_at, kind, terms, tfs = row
         frequencies = frequencies_in(terms, tfs, self._needles)
+        if frequencies is None:  # damaged: no score until a rebuild indexes it again
+            return item, ({}, length), None
         if expires_at <= self._now or (self._kinds is not None and kind not in self._kinds):
             return item, (frequencies, length), None
         age_days = max(0, self._now - updated_at) / MICROS_PER_DAY
