@@ -118,20 +118,18 @@ def drop_index(conn: sqlite3.Connection, rowid: int) -> None:
         return
     scope, length, packed_terms, packed_tfs = old
     terms = unpack(packed_terms, packed_tfs)
-    if terms is None:
-        deleted = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
-        log.warning("search document unreadable; its item's %d postings deleted by scan", deleted)
-    else:
+    if terms is not None:
         deleted = conn.executemany(
             sql.DELETE_POSTING,
             [(scope, term, impact(tf, length), rowid) for term, tf in terms.items()],
         ).rowcount
-        if deleted != len(terms):
-            stray = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
-            log.warning(
-                "search document and postings disagreed; %d stray postings deleted by scan",
-                stray,
-            )
+    if terms is None or deleted != len(terms):
+        stray = conn.execute(sql.DELETE_ITEM_POSTINGS, (scope, rowid)).rowcount
+        log.warning(
+            "search document %s; %d stray postings deleted by scan",
+            "unreadable" if terms is None else "and postings disagreed",
+            stray,
+        )
     conn.execute(sql.DELETE_DOCUMENT, (rowid,))
     conn.execute(sql.DELETE_VECTOR, (rowid,))
     conn.execute(sql.DOCUMENT_REMOVED, (length, scope))
