@@ -84,6 +84,16 @@ def catalogue(sizes: Iterable[int], postgres_search: int = 0) -> dict[str, Figur
             "Writes with 16 concurrent writer threads, PostgreSQL",
             "writes/s",
         ),
+        Figure(
+            "floor_writes_sqlite",
+            "The service's write statements replayed alone (no service Python), SQLite FULL",
+            "writes/s",
+        ),
+        Figure(
+            "floor_writes_postgres",
+            "The service's write messages replayed alone (no service Python), PostgreSQL",
+            "writes/s",
+        ),
     ]
     for n in sorted({*sizes, MILLION}):
         label = size_label(n)
@@ -289,6 +299,8 @@ def evaluate(figures: dict[str, Figure]) -> None:
     figures["writes_sequential_postgres"].met = _at_least(ratio, 0.5)
     _ratio(figures, "writes_concurrent16_postgres", "writes_sequential_postgres", "sequential PG")
     _ratio(figures, "writes_concurrent16_postgres", "raw_postgres", "raw PostgreSQL")
+    _floor_ratios(figures["floor_writes_sqlite"], FLOOR_RATIOS["sqlite"])
+    _floor_ratios(figures["floor_writes_postgres"], FLOOR_RATIOS["postgres"])
     for key, figure in figures.items():
         if key.startswith("search_scoped_n"):
             n = key.removeprefix("search_scoped_n")
@@ -317,6 +329,36 @@ def evaluate(figures: dict[str, Figure]) -> None:
             figure.met = _bound(figure, functools.partial(operator.le, floor))
             if figure.met is not None:
                 figure.met = figure.met and _p99_ok(figure, 50.0)
+
+
+#: A floor figure's ratios: (label, numerator side, denominator side), each side's
+#: writes/s from the same turns (``bench.floor``).
+FLOOR_RATIOS = {
+    "sqlite": (
+        ("raw SQLite FULL, same turns", "replay", "raw_full"),
+        ("the service, same turns", "replay", "service"),
+    ),
+    "postgres": (
+        ("LangGraph PostgresStore, same turns", "replay", "langgraph"),
+        ("raw PostgreSQL, same turns", "replay", "raw_insert"),
+        ("the service, same turns", "replay", "service"),
+    ),
+}
+
+
+def _floor_ratios(figure: Figure, ratios: tuple[tuple[str, str, str], ...]) -> None:
+    """The replay's rate over each rate measured in its turns (``bench.floor``): the
+    most a write of this storage form reaches with no service Python before it. Where it
+    is under a write bar's ratio, no cut of the service's Python alone meets that bar."""
+    if figure.status != MEASURED:
+        return
+    bound = figure.detail.get("gil_bound_over_sequential")
+    if isinstance(bound, int | float):
+        figure.ratios["GIL bound of writer threads ÷ sequential"] = bound
+    for label, side, base in ratios:
+        top, bottom = figure.detail.get(side), figure.detail.get(base)
+        if isinstance(top, dict) and isinstance(bottom, dict) and bottom.get("per_second"):
+            figure.ratios[label] = top["per_second"] / bottom["per_second"]
 
 
 def _p50_within(figures: dict[str, Figure], key: str, peer: str) -> bool | None:

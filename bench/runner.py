@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpserver, inprocess, loading, peer, postgres, raw, rebuild, rss
+from bench import floor, httpserver, inprocess, loading, peer, postgres, raw, rebuild, rss
 from bench.figures import (
     FAILED,
     MEASURED,
@@ -82,6 +82,13 @@ class Run:
         return open_service(data_dir=data_dir, synchronous="FULL")
 
 
+FLOOR_NOTE = (
+    "each write's statements as the service sent them, replayed on a copy of the store by a"
+    " bare loop, in turns with the service and the baselines (python -m bench.floor): the"
+    " most this storage form reaches, whatever the service's Python before it costs"
+)
+
+
 def _writes(run: Run) -> None:
     preset, workload = run.preset, run.workload
     sequential = workload.items(
@@ -133,6 +140,14 @@ def _writes(run: Run) -> None:
             )
         finally:
             service.store.close()
+    with run.step("floor_writes_sqlite"):
+        result = floor.sqlite_floor(preset.writes, floor.CHUNK)
+        run.set(
+            "floor_writes_sqlite",
+            result["replay"]["per_second"],
+            note=FLOOR_NOTE,
+            **result,
+        )
     with run.step("peer_writes_sqlite"):
         if (reason := peer.missing()) is not None:
             run.unavailable(("peer_writes_sqlite",), reason)
@@ -151,7 +166,12 @@ def _writes(run: Run) -> None:
 
 
 def _postgres(run: Run) -> None:
-    keys = ("raw_postgres", "writes_sequential_postgres", "writes_concurrent16_postgres")
+    keys = (
+        "raw_postgres",
+        "writes_sequential_postgres",
+        "writes_concurrent16_postgres",
+        "floor_writes_postgres",
+    )
     reason = raw.postgres_reachable(run.dsn)
     if reason is not None:
         run.unavailable(keys, reason)
@@ -169,10 +189,21 @@ def _postgres(run: Run) -> None:
     concurrent = w.items(
         inprocess.CONCURRENT_OFFSET, inprocess.CONCURRENT_OFFSET + preset.concurrent_writes
     )
-    with run.step(*keys[1:]):
+    with run.step(*keys[1:3]):
         rates = postgres.service_writes(run.dsn, sequential, concurrent, preset.writers)
         run.set("writes_sequential_postgres", rates["sequential_per_s"], **rates)
         run.set("writes_concurrent16_postgres", rates["concurrent_per_s"], threads=preset.writers)
+    with run.step("floor_writes_postgres"):
+        if (reason := peer.missing()) is not None:
+            run.unavailable(("floor_writes_postgres",), reason)
+        else:
+            result = floor.postgres_floor(preset.writes, floor.CHUNK, run.dsn)
+            run.set(
+                "floor_writes_postgres",
+                result["replay"]["per_second"],
+                note=FLOOR_NOTE,
+                **result,
+            )
     with run.step("peer_writes_postgres"):
         if (reason := peer.missing()) is not None:
             run.unavailable(("peer_writes_postgres",), reason)

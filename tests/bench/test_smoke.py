@@ -38,6 +38,7 @@ ALWAYS_MEASURED = {
     "writes_sequential_sqlite",
     "writes_first_subject_sqlite",
     "writes_concurrent16_sqlite",
+    "floor_writes_sqlite",
     "search_single_scope",
     "naive_search_single_scope",
     "rebuild_projection",
@@ -134,3 +135,25 @@ def test_the_smoke_run_puts_our_postgresql_search_beside_langgraphs(smoke: dict[
     row = rows["search p50 at 300 items, PostgreSQL, ms"]
     assert row["ours"] == figures["search_scoped_postgres"]["detail"]["p50_ms"]
     assert row["langgraph"] == figures["peer_search_postgres"]["detail"]["p50_ms"]
+
+
+def test_the_smoke_run_replays_the_services_writes_beside_each_write_bars_baseline(
+    smoke: dict[str, Any],
+) -> None:
+    """The storage floor of each backend: the replay's rate over the baseline of the bar
+    it bounds, measured in the same turns (``bench.floor``)."""
+    if not smoke["machine"]["postgresql"]:
+        postgres_dsn()  # skips without a server, fails in CI
+    figures = smoke["figures"]
+    expected = {
+        "floor_writes_sqlite": ("raw SQLite FULL, same turns", "raw_full"),
+        "floor_writes_postgres": ("LangGraph PostgresStore, same turns", "langgraph"),
+    }
+    for key, (label, base) in expected.items():
+        figure = figures[key]
+        assert figure["status"] == MEASURED, (key, figure["note"])
+        assert figure["value"] == figure["detail"]["replay"]["per_second"]
+        ratio = figure["value"] / figure["detail"][base]["per_second"]
+        assert figure["ratios"][label] == pytest.approx(ratio)
+        assert figure["detail"]["writes"] == PRESETS["smoke"].writes
+    assert figures["floor_writes_sqlite"]["ratios"]["GIL bound of writer threads ÷ sequential"] > 0
