@@ -299,6 +299,7 @@ def evaluate(figures: dict[str, Figure]) -> None:
     figures["writes_sequential_postgres"].met = _at_least(ratio, 0.5)
     _ratio(figures, "writes_concurrent16_postgres", "writes_sequential_postgres", "sequential PG")
     _ratio(figures, "writes_concurrent16_postgres", "raw_postgres", "raw PostgreSQL")
+    _file_parts(figures["file_sqlite"], figures["peer_file_sqlite"])
     _floor_ratios(figures["floor_writes_sqlite"], FLOOR_RATIOS["sqlite"])
     _floor_ratios(figures["floor_writes_postgres"], FLOOR_RATIOS["postgres"])
     for key, figure in figures.items():
@@ -331,6 +332,27 @@ def evaluate(figures: dict[str, Figure]) -> None:
                 figure.met = figure.met and _p99_ok(figure, 50.0)
 
 
+#: The tables and indexes (dbstat's names) of the log, and of the search index.
+LOG_TABLES = ("events", "sqlite_autoindex_events_")
+SEARCH_TABLES = ("postings", "search_", "scopes", "sqlite_autoindex_scopes_")
+
+
+def _file_parts(ours: Figure, theirs: Figure) -> None:
+    """Parts of our file over LangGraph's whole file: the log alone, and everything but
+    the search index (the log, the keys and the projection). Where either is over the
+    file's bar, no smaller search index alone meets it."""
+    tables, peer = ours.detail.get("tables_mib"), _bound(theirs, lambda v: v > 0)
+    if ours.status != MEASURED or not isinstance(tables, dict) or not peer:
+        return
+    assert theirs.value is not None
+    log = sum(mib for name, mib in tables.items() if name.startswith(LOG_TABLES))
+    search = sum(mib for name, mib in tables.items() if name.startswith(SEARCH_TABLES))
+    ours.ratios["LangGraph, our log's tables alone"] = log / theirs.value
+    ours.ratios["LangGraph, all but our search index"] = (sum(tables.values()) - search) / (
+        theirs.value
+    )
+
+
 #: A floor figure's ratios: (label, numerator side, denominator side), each side's
 #: writes/s from the same turns (``bench.floor``).
 FLOOR_RATIOS = {
@@ -354,7 +376,7 @@ def _floor_ratios(figure: Figure, ratios: tuple[tuple[str, str, str], ...]) -> N
         return
     bound = figure.detail.get("gil_bound_over_sequential")
     if isinstance(bound, int | float):
-        figure.ratios["GIL bound of writer threads ÷ sequential"] = bound
+        figure.ratios["sequential, the most writer threads reach under the GIL"] = bound
     for label, side, base in ratios:
         top, bottom = figure.detail.get(side), figure.detail.get(base)
         if isinstance(top, dict) and isinstance(bottom, dict) and bottom.get("per_second"):

@@ -83,9 +83,10 @@ class Run:
 
 
 FLOOR_NOTE = (
-    "each write's statements as the service sent them, replayed on a copy of the store by a"
-    " bare loop, in turns with the service and the baselines (python -m bench.floor): the"
-    " most this storage form reaches, whatever the service's Python before it costs"
+    "each write's statements as the service sent them (PostgreSQL: its one message), replayed"
+    " on a copy of the store by a bare loop, in turns with the service and the baselines"
+    " (python -m bench.floor): the most this storage form reaches, whatever the service's"
+    " Python before it costs"
 )
 
 
