@@ -374,9 +374,6 @@ def _floor_ratios(figure: Figure, ratios: tuple[tuple[str, str, str], ...]) -> N
     is under a write bar's ratio, no cut of the service's Python alone meets that bar."""
     if figure.status != MEASURED:
         return
-    bound = figure.detail.get("gil_bound_over_sequential")
-    if isinstance(bound, int | float):
-        figure.ratios["sequential, the most writer threads reach under the GIL"] = bound
     for label, side, base in ratios:
         top, bottom = figure.detail.get(side), figure.detail.get(base)
         if isinstance(top, dict) and isinstance(bottom, dict) and bottom.get("per_second"):

@@ -4,9 +4,9 @@
 
 One process, for each backend: a fresh store (SQLite at ``synchronous=FULL``; PostgreSQL
 in a schema of its own at the server's settings) in which every subject of the workload
-gets its key (``bench.inprocess.first_writes``); a copy of it taken then (SQLite's backup
-API; PostgreSQL: a second schema made by the same migrations, every table's rows and
-every sequence copied). Then, in turns of ``C``:
+gets its key (``bench.inprocess.first_writes``), and a copy of it taken then (SQLite's
+backup API; PostgreSQL: a second schema made by the same migrations, every table's rows
+and every sequence copied). Then, in turns of ``C``:
 
 - **service**: ``C`` sequential ``MemoryService.write`` calls, the workload of
   ``bench.inprocess.sequential_writes`` (warm subjects, a trusted writer, new items),
@@ -14,21 +14,23 @@ every sequence copied). Then, in turns of ``C``:
   IMMEDIATE`` to ``COMMIT`` with their parameters, PostgreSQL's one message
   (``store.postgres.exchange.run``'s statements and parameters);
 - **replay**: the same statements with the same parameters, sent to the copy by a bare
-  loop (SQLite: ``execute``/``executemany`` on a connection with the store's PRAGMAs;
-  PostgreSQL: the same ``exchange.run``, one message a write), so the copy goes through
-  the same transactions at the same durability with none of the service's Python before
-  them: no parsing, tokenizing, sealing, indexing or deciding;
-- **baseline**: what the bar is measured against, in the same turns: SQLite's raw
-  single-row ``FULL`` commit (``bench.raw``), PostgreSQL's raw single-row insert and
-  LangGraph's ``PostgresStore`` puts (``bench.peer``).
+  loop (SQLite: ``execute``/``executemany`` on a connection given the store writer's
+  PRAGMAs, checked equal; PostgreSQL: the same ``exchange.run`` on a connection like the
+  pool's, one message a write, at the same ``synchronous_commit``), so the copy goes
+  through the same transactions at the same durability with none of the service's
+  Python before them: no parsing, tokenizing, sealing, indexing or deciding;
+- **baselines**: what the write bars are measured against, in the same turns: SQLite's
+  raw single-row ``FULL`` commit; PostgreSQL's raw single-row insert and LangGraph's
+  ``PostgresStore`` puts (``bench.raw``, ``bench.peer``).
 
-At the end the copy must hold exactly what the store holds (every table compared row by
-row), else the run fails: the replay did the service's work. Printed: one JSON object per
-backend with each side's writes/s and CPU a write, and the ratios the bars use (SPEC §12:
-durable SQLite writes ≥ 0.5× the raw ``FULL`` commit; PostgreSQL writes ≥ 0.75×
-LangGraph's puts). The replay's rate is the most any cut of the service's Python alone
-could reach with this storage form on this machine at that moment; where it is under a
-bar, the bar needs fewer or cheaper statements, not faster Python.
+The baselines go after the replay in even turns and before the service in odd ones. The
+run fails unless every recorded transaction committed, and unless the copy ends equal to
+the store, every table compared row by row: the replay did the service's work. Printed:
+one JSON object per backend with each side's writes/s and CPU a write, and the replay's
+and the service's rates over the baselines'. The replay's rate is the most a sequential
+durable write of this storage form reaches on this machine at that moment, whatever the
+service's Python costs; where it is under a write bar, that bar needs fewer or cheaper
+statements, not only faster Python.
 """
 
 from __future__ import annotations
@@ -46,11 +48,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import raw
 from bench.inprocess import SEQUENTIAL_OFFSET, first_writes
 from bench.loading import writer
 from bench.workload import Workload
 
 CHUNK = 50  # writes a turn
+#: The writer's PRAGMAs the replay takes over, and checks (``SQLiteDatabase._connect``).
+PRAGMAS = ("journal_mode", "synchronous", "secure_delete", "foreign_keys")
 
 #: One recorded SQLite statement: its text, its parameters, whether ``executemany``.
 SQLiteStatement = tuple[str, Any, bool]
@@ -80,18 +85,36 @@ class _Clock:
         }
 
 
-def _turns(count: int, chunk: int, sides: dict[str, Callable[[int], None]]) -> dict[str, Any]:
-    """Each side ``chunk`` at a time, in the order given (the service first: the replay
-    replays what it recorded), until each made ``count``."""
-    clocks = {name: _Clock() for name in sides}
+def _turns(
+    count: int,
+    chunk: int,
+    writes: dict[str, Callable[[int], None]],
+    baselines: dict[str, Callable[[int], None]],
+) -> dict[str, Any]:
+    """``count`` writes a side, ``chunk`` a turn: the service then its replay (which
+    replays what the service just recorded), the baselines after them in even turns and
+    before them in odd ones."""
+    clocks = {name: _Clock() for name in [*writes, *baselines]}
     done = 0
     while done < count:
         size = min(chunk, count - done)
-        for name, side in sides.items():
+        order = [*writes.items(), *baselines.items()]
+        if done // chunk % 2:
+            order = [*baselines.items(), *writes.items()]
+        for name, side in order:
             with clocks[name].turn(size):
                 side(size)
         done += size
     return {name: clock.figures() for name, clock in clocks.items()}
+
+
+def _ratios(figures: dict[str, Any], bases: Sequence[str]) -> dict[str, float]:
+    """The replay's and the service's rates over each baseline's, as ``replay_over_…``."""
+    return {
+        f"{side}_over_{base}": round(figures[side]["per_second"] / figures[base]["per_second"], 3)
+        for side in ("replay", "service")
+        for base in bases
+    }
 
 
 def _bodies(count: int) -> tuple[list[Any], list[tuple[Any, dict[str, Any]]]]:
@@ -103,19 +126,27 @@ def _bodies(count: int) -> tuple[list[Any], list[tuple[Any, dict[str, Any]]]]:
 
 
 class _Recording(sqlite3.Connection):
-    """A connection that records each write transaction's statements while ``sink`` is
-    set: from ``BEGIN IMMEDIATE`` to ``COMMIT``, one list a transaction."""
+    """A connection that, while ``transactions`` is set, records each of its write
+    transactions (from ``BEGIN IMMEDIATE`` to ``COMMIT`` or ``ROLLBACK``) as a list of
+    statements, and counts the statements it runs outside one in ``outside``."""
 
-    sink: list[list[SQLiteStatement]] | None = None
+    transactions: list[list[SQLiteStatement]] | None = None
+    outside = 0
 
     def _record(self, sql: str, parameters: Any, many: bool) -> None:
-        sink = _Recording.sink
-        if sink is None:
+        transactions = _Recording.transactions
+        if transactions is None:
             return
+        current: list[SQLiteStatement] | None = getattr(self, "_current", None)
         if sql == "BEGIN IMMEDIATE":
-            sink.append([])
-        if sink:
-            sink[-1].append((sql, parameters, many))
+            current = self._current = []
+            transactions.append(current)
+        if current is None:
+            _Recording.outside += 1
+            return
+        current.append((sql, parameters, many))
+        if sql in ("COMMIT", "ROLLBACK"):
+            self._current = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         self._record(sql, parameters, False)
@@ -127,16 +158,20 @@ class _Recording(sqlite3.Connection):
         return super().executemany(sql, rows)
 
 
-def _sqlite_connection(
-    path: Path, connect: Callable[..., sqlite3.Connection]
-) -> sqlite3.Connection:
-    """A connection with the PRAGMAs the store gives its own (``SQLiteDatabase._connect``)."""
-    conn = connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA secure_delete = ON")
-    conn.execute("PRAGMA foreign_keys = OFF")
-    return conn
+@contextlib.contextmanager
+def _recording() -> Iterator[Callable[..., sqlite3.Connection]]:
+    """Every connection ``sqlite3.connect`` opens inside the block is a :class:`_Recording`
+    one; yields the plain ``connect``."""
+    connect = sqlite3.connect
+    sqlite3.connect = functools.partial(connect, factory=_Recording)  # type: ignore[assignment]
+    try:
+        yield connect
+    finally:
+        sqlite3.connect = connect  # type: ignore[assignment]
+
+
+def _pragmas(conn: sqlite3.Connection) -> dict[str, Any]:
+    return {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in PRAGMAS}
 
 
 def _sqlite_differences(store: Path, copy: Path) -> list[str]:
@@ -162,117 +197,121 @@ def _sqlite_differences(store: Path, copy: Path) -> list[str]:
         conn.close()
 
 
+def _committed(transactions: list[list[SQLiteStatement]], count: int) -> None:
+    """Refuse a recording that is not one committed transaction a write."""
+    if len(transactions) != count:
+        raise RuntimeError(f"{len(transactions)} write transactions recorded for {count} writes")
+    if any(not t or t[-1][0] != "COMMIT" for t in transactions):
+        raise RuntimeError("a recorded write transaction did not commit")
+
+
 def sqlite_floor(count: int, chunk: int) -> dict[str, Any]:
+    """The SQLite floor: the service, its replay and the raw ``FULL`` commit in turns."""
     from governed_memory.bootstrap import open_service
     from governed_memory.store.sqlite import DATABASE_FILE
 
-    connect = sqlite3.connect
     items, bodies = _bodies(count)
-    recorded: list[list[SQLiteStatement]] = []
-    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
-        folder, copy, raw_path = (
-            Path(scratch) / "store",
-            Path(scratch) / "copy.db",
-            Path(scratch) / "raw.db",
-        )
-        sqlite3.connect = functools.partial(connect, factory=_Recording)  # type: ignore[assignment]
-        stack.callback(setattr, sqlite3, "connect", connect)
+    transactions: list[list[SQLiteStatement]] = []
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        _recording() as connect,
+        contextlib.ExitStack() as stack,
+    ):
+        folder, copy = Path(scratch) / "store", Path(scratch) / "copy.db"
         service = open_service(data_dir=folder, synchronous="FULL")
         stack.callback(service.store.close)
         first_writes(service, items)
         source, target = connect(folder / DATABASE_FILE), connect(copy)
-        source.backup(target)
+        source.backup(target)  # what the writes find: committed, the WAL's pages included
         source.close()
         target.close()
-        replayer = stack.enter_context(contextlib.closing(_sqlite_connection(copy, connect)))
-        raw = stack.enter_context(contextlib.closing(_sqlite_connection(raw_path, connect)))
-        raw.execute("CREATE TABLE raw (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT)")
-        raw.execute("CREATE INDEX raw_by_tenant ON raw (tenant_id, id)")
-        pending = iter(bodies)
-        keys = iter(str(uuid.uuid4()) for _ in range(count))
-        next_replayed = 0
+        writer_conn = service.store.database.writer
+        replayer = stack.enter_context(contextlib.closing(connect(copy, isolation_level=None)))
+        for name, value in _pragmas(writer_conn).items():
+            replayer.execute(f"PRAGMA {name} = {value}")
+        if _pragmas(replayer) != _pragmas(writer_conn):
+            raise RuntimeError(
+                f"the replay's PRAGMAs {_pragmas(replayer)} are not the store's"
+                f" {_pragmas(writer_conn)}"
+            )
+        baseline = stack.enter_context(
+            contextlib.closing(connect(Path(scratch) / "raw.db", isolation_level=None))
+        )
+        raw.sqlite_table(baseline, "FULL")
+        pending, rows = iter(bodies), iter(raw.rows(count))
+        replayed = 0
+        _Recording.outside = 0
 
         def service_writes(size: int) -> None:
-            _Recording.sink = recorded
+            _Recording.transactions = transactions
             try:
                 for principal, body in (next(pending) for _ in range(size)):
                     service.write(principal, body)
             finally:
-                _Recording.sink = None
+                _Recording.transactions = None
 
         def replay(size: int) -> None:
-            nonlocal next_replayed
-            transactions = recorded[next_replayed:]
-            next_replayed = len(recorded)
-            for transaction in transactions:
+            nonlocal replayed
+            if len(transactions) != replayed + size:
+                raise RuntimeError("a turn's writes were not one transaction each")
+            for transaction in transactions[replayed:]:
                 for sql, parameters, many in transaction:
                     if many:
                         replayer.executemany(sql, parameters)
                     else:
                         replayer.execute(sql, parameters).fetchall()
+            replayed = len(transactions)
 
         def raw_commits(size: int) -> None:
-            for number, key in zip(range(size), keys, strict=False):
-                raw.execute("BEGIN IMMEDIATE")
-                raw.execute(
-                    "INSERT INTO raw (id, tenant_id, body) VALUES (?, ?, ?)",
-                    (key, f"t{number % 1000:04d}", "x" * 300),
-                )
-                raw.execute("COMMIT")
+            for row in (next(rows) for _ in range(size)):
+                raw.sqlite_commit(baseline, row)
 
         figures = _turns(
-            count, chunk, {"service": service_writes, "replay": replay, "raw_full": raw_commits}
+            count, chunk, {"service": service_writes, "replay": replay}, {"raw_full": raw_commits}
         )
-        if len(recorded) != count:
-            raise RuntimeError(f"{len(recorded)} write transactions recorded for {count} writes")
+        _committed(transactions, count)
+        durability = _pragmas(replayer)
         service.store.close()
         replayer.close()
         differing = _sqlite_differences(folder / DATABASE_FILE, copy)
     if differing:
         raise RuntimeError(f"the replay's copy differs from the store in {', '.join(differing)}")
-    statements = sum(len(t) for t in recorded) / count
-    # What the service's own Python costs a write (its CPU beyond the statements'): with
-    # the GIL, writer threads of one process cannot together write faster than one a
-    # this-many milliseconds, however their commits are grouped.
-    python = figures["service"]["cpu_ms_a_write"] - figures["replay"]["cpu_ms_a_write"]
     return {
         "backend": "sqlite",
         "writes": count,
-        "statements_a_write": round(statements, 2),
-        "python_cpu_ms_a_write": round(python, 4),
-        "gil_bound_over_sequential": round(figures["service"]["ms_a_write"] / python, 3),
+        "statements_a_write": round(sum(len(t) for t in transactions) / count, 2),
+        "statements_outside_a_write": round(_Recording.outside / count, 2),
+        "pragmas": durability,
         **figures,
-        "service_over_raw_full": round(
-            figures["service"]["per_second"] / figures["raw_full"]["per_second"], 3
-        ),
-        "replay_over_raw_full": round(
-            figures["replay"]["per_second"] / figures["raw_full"]["per_second"], 3
-        ),
-        "bar": "durable writes ≥ 0.5× the raw FULL commit",
+        **_ratios(figures, ("raw_full",)),
     }
 
 
 # -- PostgreSQL -------------------------------------------------------------------------
 
 
-def _pg_copy(conn: Any, source: str, target: str) -> None:
-    """Every row of ``source``'s tables into ``target``'s (made by the same migrations),
-    and each sequence set where ``source``'s is."""
-    tables = [
+def _pg_tables(conn: Any, schema: str) -> list[str]:
+    return [
         name
         for (name,) in conn.execute(
             "SELECT table_name FROM information_schema.tables"
             " WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name",
-            (source,),
+            (schema,),
         )
     ]
-    for table in tables:
+
+
+def _pg_copy(conn: Any, source: str, target: str) -> None:
+    """Every row of ``source``'s tables into ``target``'s (made by the same migrations),
+    and each sequence set where ``source``'s is."""
+    for table in _pg_tables(conn, source):
         # the migrations' own rows (their versions, the store's metadata) come again
         if conn.execute(f"SELECT EXISTS (SELECT FROM {target}.{table})").fetchone()[0]:
             conn.execute(f"DELETE FROM {target}.{table}")
         conn.execute(
             f"INSERT INTO {target}.{table} OVERRIDING SYSTEM VALUE SELECT * FROM {source}.{table}"
         )
+        conn.execute(f"ANALYZE {target}.{table}")
     sequences = [
         name
         for (name,) in conn.execute(
@@ -289,16 +328,9 @@ def _pg_copy(conn: Any, source: str, target: str) -> None:
 
 
 def _pg_differences(conn: Any, source: str, target: str) -> list[str]:
-    tables = [
-        name
-        for (name,) in conn.execute(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY table_name",
-            (source,),
-        )
-    ]
+    """The tables whose rows differ between the two schemas."""
     differing = []
-    for table in tables:
+    for table in _pg_tables(conn, source):
         one = f"SELECT * FROM {source}.{table} EXCEPT ALL SELECT * FROM {target}.{table}"
         other = f"SELECT * FROM {target}.{table} EXCEPT ALL SELECT * FROM {source}.{table}"
         if conn.execute(f"SELECT EXISTS ({one}) OR EXISTS ({other})").fetchone()[0]:
@@ -307,51 +339,54 @@ def _pg_differences(conn: Any, source: str, target: str) -> list[str]:
 
 
 def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
+    """The PostgreSQL floor: the service, its replay, the raw insert and LangGraph's puts
+    in turns."""
     import psycopg
 
     from bench import peer
-    from bench.postgres import _drop, _open
+    from bench.postgres import drop_schema, open_store
     from governed_memory.crypto import Keyring
     from governed_memory.service import MemoryService
     from governed_memory.store.postgres import exchange
 
     items, bodies = _bodies(count)
-    tag = f"{uuid.uuid4().hex[:8]}"
+    tag = uuid.uuid4().hex[:8]
     schemas = {name: f"bench_floor_{name}_{tag}" for name in ("store", "copy", "raw")}
-    recorded: list[Sequence[Any]] = []
+    messages: list[list[Any]] = []
     recording = False
     run = exchange.run
 
     def record(conn: Any, statements: Sequence[Any]) -> Any:
         if recording:
-            recorded.append(list(statements))
+            messages.append(list(statements))
         return run(conn, statements)
 
     with contextlib.ExitStack() as stack:
         for schema in schemas.values():
-            stack.callback(_drop, dsn, schema)
+            stack.callback(drop_schema, dsn, schema)
         admin = stack.enter_context(psycopg.connect(dsn, autocommit=True))
-        store = _open(dsn, schemas["store"])
+        store = open_store(dsn, schemas["store"])
         stack.callback(store.close)
-        _open(dsn, schemas["copy"]).close()  # the same migrations, no rows
+        open_store(dsn, schemas["copy"]).close()  # the same migrations, no rows
         service = MemoryService(store, Keyring(secrets.token_bytes(32)))
         exchange.run = record  # type: ignore[assignment]
         stack.callback(setattr, exchange, "run", run)
         first_writes(service, items)
         _pg_copy(admin, schemas["store"], schemas["copy"])
+        # as the pool's connections: autocommit, the schema, the server's settings
         replayer = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         replayer.execute(f"SET search_path TO {schemas['copy']}")
-        admin.execute(f"CREATE SCHEMA {schemas['raw']}")
-        columns = "id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT"  # as bench.raw's
-        admin.execute(f"CREATE TABLE {schemas['raw']}.raw ({columns})")
-        admin.execute(f"CREATE INDEX ON {schemas['raw']}.raw (tenant_id, id)")
-        raw = stack.enter_context(psycopg.connect(dsn, autocommit=True))
-        raw.execute("SET synchronous_commit = on")
+        with store.database.connection() as pooled:
+            durability = pooled.execute("SHOW synchronous_commit").fetchone()[0]
+        if replayer.execute("SHOW synchronous_commit").fetchone()[0] != durability:
+            raise RuntimeError("the replay's synchronous_commit is not the store's")
+        baseline = stack.enter_context(psycopg.connect(dsn, autocommit=True))
+        baseline.execute("SET synchronous_commit = on")  # as bench.raw's, the bar's baseline
+        insert = raw.postgres_table(baseline, schemas["raw"])
         langgraph = stack.enter_context(peer.postgres_store(dsn))
-        pending = iter(bodies)
+        pending, rows = iter(bodies), iter(raw.rows(count))
         puts = iter([(peer.namespace(i), i.memory_id, peer.value(i)) for i in items])
-        keys = iter(str(uuid.uuid4()) for _ in range(count))
-        next_replayed = 0
+        replayed = 0
 
         def service_writes(size: int) -> None:
             nonlocal recording
@@ -363,17 +398,17 @@ def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
                 recording = False
 
         def replay(size: int) -> None:
-            nonlocal next_replayed
-            messages = recorded[next_replayed:]
-            next_replayed = len(recorded)
-            for statements in messages:
+            nonlocal replayed
+            if len(messages) != replayed + size:
+                raise RuntimeError("a turn's writes were not one message each")
+            for statements in messages[replayed:]:
                 run(replayer, statements)
+            replayed = len(messages)
 
         def raw_inserts(size: int) -> None:
-            sql = f"INSERT INTO {schemas['raw']}.raw (id, tenant_id, body) VALUES (%s, %s, %s)"
-            with raw.cursor() as cursor:
-                for number, key in zip(range(size), keys, strict=False):
-                    cursor.execute(sql, (key, f"t{number % 1000:04d}", "x" * 300))
+            with baseline.cursor() as cursor:
+                for row in (next(rows) for _ in range(size)):
+                    cursor.execute(insert, row)
 
         def langgraph_puts(size: int) -> None:
             for namespace, key, value in (next(puts) for _ in range(size)):
@@ -382,35 +417,24 @@ def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
         figures = _turns(
             count,
             chunk,
-            {
-                "service": service_writes,
-                "replay": replay,
-                "raw_insert": raw_inserts,
-                "langgraph": langgraph_puts,
-            },
+            {"service": service_writes, "replay": replay},
+            {"raw_insert": raw_inserts, "langgraph": langgraph_puts},
         )
-        if len(recorded) != count:
-            raise RuntimeError(f"{len(recorded)} write messages recorded for {count} writes")
         differing = _pg_differences(admin, schemas["store"], schemas["copy"])
     if differing:
         raise RuntimeError(f"the replay's copy differs from the store in {', '.join(differing)}")
-    statements = sum(len(m) for m in recorded) / count
-    rate = {name: figures[name]["per_second"] for name in figures}
     return {
         "backend": "postgres",
         "writes": count,
-        "statements_a_write": round(statements, 2),
+        "statements_a_write": round(sum(len(m) for m in messages) / count, 2),
+        "synchronous_commit": durability,
         **figures,
-        "service_over_langgraph": round(rate["service"] / rate["langgraph"], 3),
-        "replay_over_langgraph": round(rate["replay"] / rate["langgraph"], 3),
-        "service_over_raw_insert": round(rate["service"] / rate["raw_insert"], 3),
-        "replay_over_raw_insert": round(rate["replay"] / rate["raw_insert"], 3),
-        "bar": "durable writes ≥ 0.75× LangGraph's PostgresStore puts",
+        **_ratios(figures, ("langgraph", "raw_insert")),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.raw import postgres_dsn, postgres_reachable
+    from bench import peer
 
     parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__)
     parser.add_argument("--writes", type=int, default=3_000, help="writes by each side")
@@ -420,13 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("writes", "chunk"):
         if getattr(args, option) < 1:
             parser.error(f"--{option} must be at least 1")
+    dsn = raw.postgres_dsn()
+    if args.backend in ("postgres", "both"):
+        missing = raw.postgres_reachable(dsn) or peer.missing()
+        if missing is not None:
+            parser.error(f"the PostgreSQL floor cannot run: {missing}")
     if args.backend in ("sqlite", "both"):
         print(json.dumps(sqlite_floor(args.writes, args.chunk)), flush=True)
     if args.backend in ("postgres", "both"):
-        dsn = postgres_dsn()
-        unreachable = postgres_reachable(dsn)
-        if unreachable is not None:
-            parser.exit(2, f"python -m bench.floor: error: {unreachable}\n")
         print(json.dumps(postgres_floor(args.writes, args.chunk, dsn)), flush=True)
     return 0
 

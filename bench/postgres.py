@@ -32,7 +32,8 @@ def store_missing() -> str | None:
     return None
 
 
-def _open(dsn: str, schema: str) -> Any:
+def open_store(dsn: str, schema: str) -> Any:
+    """The PostgreSQL store in ``schema`` (made if the store expects it to exist)."""
     from governed_memory.store.postgres import PostgresStore
 
     try:
@@ -45,7 +46,8 @@ def _open(dsn: str, schema: str) -> Any:
         return PostgresStore(dsn, schema=schema)
 
 
-def _drop(dsn: str, schema: str) -> None:
+def drop_schema(dsn: str, schema: str) -> None:
+    """``schema`` gone, with everything in it."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -56,14 +58,14 @@ def _drop(dsn: str, schema: str) -> None:
 def fresh_service(dsn: str) -> Iterator[MemoryService]:
     """A service over a new PostgreSQL store in a schema of its own, dropped afterwards."""
     schema = f"bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    store = _open(dsn, schema)
+    store = open_store(dsn, schema)
     try:
         yield MemoryService(store, Keyring(secrets.token_bytes(32)))
     finally:
         try:
             store.close()
         finally:
-            _drop(dsn, schema)
+            drop_schema(dsn, schema)
 
 
 @contextlib.contextmanager
@@ -84,7 +86,7 @@ def loaded_service(
 
     keyring = Keyring(master_key or secrets.token_bytes(32))
     schema = f"bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    store = _open(dsn, schema)
+    store = open_store(dsn, schema)
     try:
         loading = PostgresStore(
             make_conninfo(dsn, options="-c synchronous_commit=off"), schema=schema
@@ -98,7 +100,7 @@ def loaded_service(
         try:
             store.close()
         finally:
-            _drop(dsn, schema)
+            drop_schema(dsn, schema)
 
 
 def _load(service: MemoryService, workload: Workload, stop: int, threads: int) -> float:

@@ -11,30 +11,47 @@ import sqlite3
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bench.stats import rate
 
 BODY = "x" * 300
+#: The raw table's columns, and the columns of its one secondary index.
+COLUMNS = "id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT"
+INDEXED = "(tenant_id, id)"
+INSERT = "INSERT INTO raw (id, tenant_id, body) VALUES (?, ?, ?)"
 
 
-def sqlite_commits_per_second(path: Path, synchronous: str, rows: int) -> float:
+def rows(count: int, start: int = 0) -> list[tuple[str, str, str]]:
+    """Rows ``start`` … ``start + count - 1``: a fresh text key, one of 1,000 tenants, the body."""
+    return [(str(uuid.uuid4()), f"t{n % 1000:04d}", BODY) for n in range(start, start + count)]
+
+
+def sqlite_table(conn: sqlite3.Connection, synchronous: str) -> None:
+    """The raw table on ``conn`` (WAL, the given sync mode)."""
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute(f"CREATE TABLE raw ({COLUMNS})")
+    conn.execute(f"CREATE INDEX raw_by_tenant ON raw {INDEXED}")
+
+
+def sqlite_commit(conn: sqlite3.Connection, row: tuple[str, str, str]) -> None:
+    """One row in a ``BEGIN IMMEDIATE … COMMIT`` of its own."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(INSERT, row)
+    conn.execute("COMMIT")
+
+
+def sqlite_commits_per_second(path: Path, synchronous: str, count: int) -> float:
     """Rows/s inserting one row per ``BEGIN IMMEDIATE … COMMIT`` (WAL, given sync mode)."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute("CREATE TABLE raw (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT)")
-        conn.execute("CREATE INDEX raw_by_tenant ON raw (tenant_id, id)")
-        keys = [str(uuid.uuid4()) for _ in range(rows)]
+        sqlite_table(conn, synchronous)
+        made = rows(count)
         start = time.perf_counter()
-        for number, key in enumerate(keys):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                "INSERT INTO raw (id, tenant_id, body) VALUES (?, ?, ?)",
-                (key, f"t{number % 1000:04d}", BODY),
-            )
-            conn.execute("COMMIT")
-        return rate(rows, time.perf_counter() - start)
+        for row in made:
+            sqlite_commit(conn, row)
+        return rate(count, time.perf_counter() - start)
     finally:
         conn.close()
 
@@ -59,26 +76,28 @@ def postgres_reachable(dsn: str) -> str | None:
     return None
 
 
-def postgres_inserts_per_second(dsn: str, rows: int) -> float:
+def postgres_table(conn: Any, schema: str) -> str:
+    """The raw table in ``schema`` (made here); the statement inserting one row."""
+    conn.execute(f"CREATE SCHEMA {schema}")
+    conn.execute(f"CREATE TABLE {schema}.raw ({COLUMNS})")
+    conn.execute(f"CREATE INDEX ON {schema}.raw {INDEXED}")
+    return f"INSERT INTO {schema}.raw (id, tenant_id, body) VALUES (%s, %s, %s)"
+
+
+def postgres_inserts_per_second(dsn: str, count: int) -> float:
     """Rows/s inserting one row per autocommitted statement, ``synchronous_commit=on``."""
     import psycopg
 
     schema = f"bench_raw_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = on")
-        conn.execute(f"CREATE SCHEMA {schema}")
         try:
-            conn.execute(
-                f"CREATE TABLE {schema}.raw "
-                "(id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, body TEXT)"
-            )
-            conn.execute(f"CREATE INDEX ON {schema}.raw (tenant_id, id)")
-            sql = f"INSERT INTO {schema}.raw (id, tenant_id, body) VALUES (%s, %s, %s)"
-            keys = [str(uuid.uuid4()) for _ in range(rows)]
+            sql = postgres_table(conn, schema)
+            made = rows(count)
             with conn.cursor() as cursor:
                 start = time.perf_counter()
-                for number, key in enumerate(keys):
-                    cursor.execute(sql, (key, f"t{number % 1000:04d}", BODY))
-                return rate(rows, time.perf_counter() - start)
+                for row in made:
+                    cursor.execute(sql, row)
+                return rate(count, time.perf_counter() - start)
         finally:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

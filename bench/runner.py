@@ -85,8 +85,8 @@ class Run:
 FLOOR_NOTE = (
     "each write's statements as the service sent them (PostgreSQL: its one message), replayed"
     " on a copy of the store by a bare loop, in turns with the service and the baselines"
-    " (python -m bench.floor): the most this storage form reaches, whatever the service's"
-    " Python before it costs"
+    " (python -m bench.floor): the most a sequential durable write of this storage form"
+    " reaches, whatever the service's Python before it costs"
 )
 
 
@@ -167,12 +167,8 @@ def _writes(run: Run) -> None:
 
 
 def _postgres(run: Run) -> None:
-    keys = (
-        "raw_postgres",
-        "writes_sequential_postgres",
-        "writes_concurrent16_postgres",
-        "floor_writes_postgres",
-    )
+    service_keys = ("writes_sequential_postgres", "writes_concurrent16_postgres")
+    keys = ("raw_postgres", *service_keys, "floor_writes_postgres")
     reason = raw.postgres_reachable(run.dsn)
     if reason is not None:
         run.unavailable(keys, reason)
@@ -190,7 +186,7 @@ def _postgres(run: Run) -> None:
     concurrent = w.items(
         inprocess.CONCURRENT_OFFSET, inprocess.CONCURRENT_OFFSET + preset.concurrent_writes
     )
-    with run.step(*keys[1:3]):
+    with run.step(*service_keys):
         rates = postgres.service_writes(run.dsn, sequential, concurrent, preset.writers)
         run.set("writes_sequential_postgres", rates["sequential_per_s"], **rates)
         run.set("writes_concurrent16_postgres", rates["concurrent_per_s"], threads=preset.writers)
