@@ -311,7 +311,8 @@ def _pg_copy(conn: Any, source: str, target: str) -> None:
         conn.execute(
             f"INSERT INTO {target}.{table} OVERRIDING SYSTEM VALUE SELECT * FROM {source}.{table}"
         )
-        conn.execute(f"ANALYZE {target}.{table}")
+        for schema in (source, target):  # both planned from fresh statistics alike
+            conn.execute(f"ANALYZE {schema}.{table}")
     sequences = [
         name
         for (name,) in conn.execute(
@@ -336,6 +337,14 @@ def _pg_differences(conn: Any, source: str, target: str) -> list[str]:
         if conn.execute(f"SELECT EXISTS ({one}) OR EXISTS ({other})").fetchone()[0]:
             differing.append(table)
     return differing
+
+
+def _same_durability(pooled: Any, replayer: Any) -> str:
+    """The store's ``synchronous_commit``, which the replay's connection must share."""
+    durability: str = pooled.execute("SHOW synchronous_commit").fetchone()[0]
+    if replayer.execute("SHOW synchronous_commit").fetchone()[0] != durability:
+        raise RuntimeError("the replay's synchronous_commit is not the store's")
+    return durability
 
 
 def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
@@ -377,9 +386,7 @@ def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
         replayer = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         replayer.execute(f"SET search_path TO {schemas['copy']}")
         with store.database.connection() as pooled:
-            durability = pooled.execute("SHOW synchronous_commit").fetchone()[0]
-        if replayer.execute("SHOW synchronous_commit").fetchone()[0] != durability:
-            raise RuntimeError("the replay's synchronous_commit is not the store's")
+            durability = _same_durability(pooled, replayer)
         baseline = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         baseline.execute("SET synchronous_commit = on")  # as bench.raw's, the bar's baseline
         insert = raw.postgres_table(baseline, schemas["raw"])
@@ -448,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend in ("postgres", "both"):
         missing = raw.postgres_reachable(dsn) or peer.missing()
         if missing is not None:
-            parser.error(f"the PostgreSQL floor cannot run: {missing}")
+            parser.error(
+                f"the PostgreSQL floor cannot run: {missing} (--backend sqlite runs SQLite's)"
+            )
     if args.backend in ("sqlite", "both"):
         print(json.dumps(sqlite_floor(args.writes, args.chunk)), flush=True)
     if args.backend in ("postgres", "both"):

@@ -120,6 +120,59 @@ def test_the_postgresql_replay_is_one_message_a_write_at_the_servers_durability(
     assert expected <= set(result)
 
 
+def test_the_baselines_run_after_the_replay_in_one_turn_and_before_the_service_in_the_next() -> (
+    None
+):
+    """The replay always follows the service it replays; the baselines change place."""
+    ran: list[tuple[str, int]] = []
+
+    def side(name: str) -> Any:
+        return lambda size: ran.append((name, size))
+
+    writes = {"service": side("service"), "replay": side("replay")}
+    figures = floor._turns(25, 10, writes, {"raw": side("raw")})
+    assert ran == [
+        ("service", 10), ("replay", 10), ("raw", 10),
+        ("raw", 10), ("service", 10), ("replay", 10),
+        ("service", 5), ("replay", 5), ("raw", 5),
+    ]  # fmt: skip
+    assert set(figures) == {"service", "replay", "raw"}
+
+
+def test_a_postgresql_replay_at_another_synchronous_commit_is_refused() -> None:
+    """The replay's connection commits as the store's pool does, or the floor says nothing."""
+    import psycopg
+
+    dsn = postgres_dsn()
+    with (
+        psycopg.connect(dsn, autocommit=True) as pooled,
+        psycopg.connect(dsn, autocommit=True) as replayer,
+    ):
+        assert (
+            floor._same_durability(pooled, replayer)
+            == pooled.execute("SHOW synchronous_commit").fetchone()[0]
+        )
+        replayer.execute("SET synchronous_commit = off")
+        pooled.execute("SET synchronous_commit = on")
+        with pytest.raises(RuntimeError, match="synchronous_commit is not the store's"):
+            floor._same_durability(pooled, replayer)
+
+
+def test_a_postgresql_floor_without_a_server_is_refused_in_one_line_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Asked for PostgreSQL (or both) without a server, it says so and how to run SQLite's."""
+    monkeypatch.setattr(floor.raw, "postgres_reachable", lambda dsn: "PostgreSQL is not reachable")
+    with pytest.raises(SystemExit) as refused:
+        floor.main(["--writes", "10"])
+    assert refused.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # SQLite's half did not run either
+    line = captured.err.strip().splitlines()[-1]
+    assert "the PostgreSQL floor cannot run: PostgreSQL is not reachable" in line
+    assert "--backend sqlite" in line
+
+
 def test_a_copy_that_is_not_the_store_is_named_by_its_table(tmp_path: Path) -> None:
     """Rows that differ in one table name that table, and only it."""
     files = [tmp_path / "store.db", tmp_path / "copy.db"]
