@@ -117,6 +117,36 @@ def _ratios(figures: dict[str, Any], bases: Sequence[str]) -> dict[str, float]:
     }
 
 
+def _turn_of(recorded: list[Any], replayed: int, size: int, each: str) -> list[Any]:
+    """What the service recorded since ``replayed``: one ``each`` for each of its ``size``
+    writes, or the turn is refused."""
+    if len(recorded) != replayed + size:
+        raise RuntimeError(f"a turn's writes were not one {each} each")
+    return recorded[replayed:]
+
+
+def _result(
+    backend: str,
+    recorded: list[Any],
+    differing: list[str],
+    figures: dict[str, Any],
+    bases: Sequence[str],
+    **detail: Any,
+) -> dict[str, Any]:
+    """A backend's JSON object, once the copy is found equal to the store."""
+    if differing:
+        raise RuntimeError(f"the replay's copy differs from the store in {', '.join(differing)}")
+    writes = len(recorded)
+    return {
+        "backend": backend,
+        "writes": writes,
+        "statements_a_write": round(sum(len(r) for r in recorded) / writes, 2),
+        **detail,
+        **figures,
+        **_ratios(figures, bases),
+    }
+
+
 def _bodies(count: int) -> tuple[list[Any], list[tuple[Any, dict[str, Any]]]]:
     items = Workload().items(SEQUENTIAL_OFFSET, SEQUENTIAL_OFFSET + count)
     return items, [(writer(item.tenant_id), item.body()) for item in items]
@@ -252,9 +282,7 @@ def sqlite_floor(count: int, chunk: int) -> dict[str, Any]:
 
         def replay(size: int) -> None:
             nonlocal replayed
-            if len(transactions) != replayed + size:
-                raise RuntimeError("a turn's writes were not one transaction each")
-            for transaction in transactions[replayed:]:
+            for transaction in _turn_of(transactions, replayed, size, "transaction"):
                 for sql, parameters, many in transaction:
                     if many:
                         replayer.executemany(sql, parameters)
@@ -274,17 +302,15 @@ def sqlite_floor(count: int, chunk: int) -> dict[str, Any]:
         service.store.close()
         replayer.close()
         differing = _sqlite_differences(folder / DATABASE_FILE, copy)
-    if differing:
-        raise RuntimeError(f"the replay's copy differs from the store in {', '.join(differing)}")
-    return {
-        "backend": "sqlite",
-        "writes": count,
-        "statements_a_write": round(sum(len(t) for t in transactions) / count, 2),
-        "statements_outside_a_write": round(_Recording.outside / count, 2),
-        "pragmas": durability,
-        **figures,
-        **_ratios(figures, ("raw_full",)),
-    }
+    return _result(
+        "sqlite",
+        transactions,
+        differing,
+        figures,
+        ("raw_full",),
+        statements_outside_a_write=round(_Recording.outside / count, 2),
+        pragmas=durability,
+    )
 
 
 # -- PostgreSQL -------------------------------------------------------------------------
@@ -406,9 +432,7 @@ def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
 
         def replay(size: int) -> None:
             nonlocal replayed
-            if len(messages) != replayed + size:
-                raise RuntimeError("a turn's writes were not one message each")
-            for statements in messages[replayed:]:
+            for statements in _turn_of(messages, replayed, size, "message"):
                 run(replayer, statements)
             replayed = len(messages)
 
@@ -428,16 +452,14 @@ def postgres_floor(count: int, chunk: int, dsn: str) -> dict[str, Any]:
             {"raw_insert": raw_inserts, "langgraph": langgraph_puts},
         )
         differing = _pg_differences(admin, schemas["store"], schemas["copy"])
-    if differing:
-        raise RuntimeError(f"the replay's copy differs from the store in {', '.join(differing)}")
-    return {
-        "backend": "postgres",
-        "writes": count,
-        "statements_a_write": round(sum(len(m) for m in messages) / count, 2),
-        "synchronous_commit": durability,
-        **figures,
-        **_ratios(figures, ("langgraph", "raw_insert")),
-    }
+    return _result(
+        "postgres",
+        messages,
+        differing,
+        figures,
+        ("langgraph", "raw_insert"),
+        synchronous_commit=durability,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
